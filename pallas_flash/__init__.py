@@ -1,0 +1,7 @@
+"""pallas_flash: FlashAttention for JAX as Pallas GPU kernels."""
+from pallas_flash.api import flash_attention
+from pallas_flash.config import TritonConfig
+from pallas_flash.masks import MASKED_LSE
+
+__all__ = ["flash_attention", "TritonConfig", "MASKED_LSE"]
+__version__ = "0.1.0"

@@ -1,0 +1,55 @@
+"""custom_vjp wiring of the kernel path (FlashAttention-2, Alg. 1 forward and
+Alg. 2 backward).  Residuals are q, k, v, out and lse only: O(N) memory; the
+backward recomputes the score tiles from the saved lse.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+
+from pallas_flash import masks
+from pallas_flash.params import KernelParams
+from pallas_flash.triton import backward as triton_backward
+from pallas_flash.triton import forward as triton_forward
+
+
+def _forward_impl(params: KernelParams):
+  if params.forward == "triton":
+    return triton_forward.forward
+  if params.forward == "mosaic":
+    from pallas_flash.mosaic import forward as mosaic_forward  # Hopper only
+    return mosaic_forward.forward
+  raise ValueError(f"unknown forward backend {params.forward!r}")
+
+
+def check_supported(params: KernelParams, q, k, v, bias):
+  """Raises NotImplementedError if the kernels cannot take this input."""
+  if bias is not None:
+    raise NotImplementedError(
+        "bias is supported on implementation='xla' only; the kernels take "
+        "boolean masks (mask=, lengths, segment ids, window, causal)")
+  if params.forward == "mosaic":
+    from pallas_flash.mosaic import forward as mosaic_forward
+    mosaic_forward.check_supported(params, q, k, v)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def flash(params: KernelParams, q, k, v, arrays: masks.MaskArrays):
+  """Returns (out [B, T, N, H], lse [B, N, T] f32, +inf on fully masked rows)."""
+  return _forward_impl(params)(q, k, v, arrays, params)
+
+
+def _flash_fwd(params, q, k, v, arrays):
+  out, lse = _forward_impl(params)(q, k, v, arrays, params)
+  return (out, lse), (q, k, v, arrays, out, lse)
+
+
+def _flash_bwd(params, residuals, cotangents):
+  q, k, v, arrays, out, lse = residuals
+  d_out, _ = cotangents  # lse is returned under stop_gradient, as in jax.nn
+  dq, dk, dv = triton_backward.backward(q, k, v, arrays, out, lse, d_out, params)
+  return dq, dk, dv, None
+
+
+flash.defvjp(_flash_fwd, _flash_bwd)

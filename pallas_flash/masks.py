@@ -1,0 +1,187 @@
+"""The one definition of which (query, key) pairs attend to each other.
+
+Every backend (the f32 reference, the Pallas-Triton kernels, the Mosaic GPU
+kernels) builds its masks and its tile-skipping bounds from this module, so the
+semantics cannot drift between forward, backward and reference.
+
+Letters: B batch, T query length, S key/value length, N query heads,
+K key/value heads, H head dim.  Positions are 0-based token indices.
+
+Query row ``i`` of batch ``b`` sees key ``j`` when all of these hold:
+
+* ``i < q_len[b]`` and ``j < kv_len[b]``           (padding by lengths)
+* causal:  ``j <= i + offset``                      (the causal diagonal)
+* window ``(left, right)``: ``i + offset - left <= j <= i + offset + right``
+* segments: ``q_seg[b, i] == kv_seg[b, j]`` and ``q_seg[b, i] >= 0``
+  (negative ids mark padding tokens, which see nothing and are seen by none)
+* the dense boolean ``mask[b, n, i, j]`` (broadcast over size-1 dims).
+
+``offset`` aligns the diagonal.  ``"top_left"`` (``offset = 0``) is what
+``jax.nn.dot_product_attention`` does; ``"bottom_right"`` (``offset =
+kv_len[b] - q_len[b]``) is flash-attn's convention, where the last query sees
+the last key: what KV-cache decoding and chunked prefill need.
+
+A query row that sees no key is *fully masked*: its output is 0 and its LSE
+is reported as ``MASKED_LSE`` (finite), never NaN.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# Logit given to masked entries inside the kernels (finite, so that
+# exp(MASK - MASK) of a fully masked tile never produces NaN; FlashAttention-2
+# Alg. 1's running max then erases that tile as soon as a real logit appears).
+MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
+# LSE reported for fully masked rows (jax.nn gives about the same value).
+MASKED_LSE = MASK_VALUE
+
+CausalAlignment = Literal["top_left", "bottom_right"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MaskSpec:
+  """Static (hashable) part of the mask: what kinds of masking apply."""
+
+  is_causal: bool = False
+  bottom_right: bool = False
+  window: tuple[int, int] | None = None  # (left, right), both >= 0
+  has_segments: bool = False
+  # Shape of the dense boolean mask after broadcasting to 4-D, or None.
+  # Each dim is 1 (broadcast) or the full B / N / T / S.
+  dense_mask_shape: tuple[int, int, int, int] | None = None
+
+  @property
+  def needs_elementwise(self) -> bool:
+    """True when every tile needs an element-wise mask (not only edge tiles)."""
+    return self.has_segments or self.dense_mask_shape is not None
+
+
+class MaskArrays(NamedTuple):
+  """Dynamic (traced) part of the mask. Lengths are always present."""
+
+  q_len: jax.Array  # [B] int32
+  kv_len: jax.Array  # [B] int32
+  q_segment_ids: jax.Array | None = None  # [B, T] int32
+  kv_segment_ids: jax.Array | None = None  # [B, S] int32
+  mask: jax.Array | None = None  # [Bm, Nm, Tm, Sm] bool
+
+
+def diagonal_offset(spec: MaskSpec, q_len, kv_len):
+  """Key index on the causal diagonal of query row 0."""
+  if spec.bottom_right:
+    return kv_len - q_len
+  return jnp.zeros_like(q_len)
+
+
+def position_visible(spec: MaskSpec, q_pos, k_pos, q_len, kv_len, offset):
+  """Causal / window / length part of the mask, element-wise (broadcasts)."""
+  ok = (q_pos < q_len) & (k_pos < kv_len)
+  if spec.is_causal:
+    ok &= k_pos <= q_pos + offset
+  if spec.window is not None:
+    left, right = spec.window
+    ok &= (k_pos >= q_pos + offset - left) & (k_pos <= q_pos + offset + right)
+  return ok
+
+
+def segment_visible(q_seg, kv_seg):
+  """Segment part of the mask: same segment, and not a padding token."""
+  return (q_seg == kv_seg) & (q_seg >= 0)
+
+
+def kv_bounds(spec: MaskSpec, q_start, q_end, kv_len, offset):
+  """Keys that query rows [q_start, q_end) may see, from positions alone.
+
+  Returns (lo, hi, full_lo, full_hi): keys outside [lo, hi) are invisible to
+  every row; keys inside [full_lo, full_hi) are visible to every row (up to
+  segments and the dense mask), so tiles there need no position mask.
+  """
+  last = q_end - 1
+  lo, hi = jnp.zeros_like(kv_len), kv_len
+  full_lo, full_hi = lo, hi
+  if spec.is_causal:
+    hi = jnp.minimum(hi, last + offset + 1)
+    full_hi = jnp.minimum(full_hi, q_start + offset + 1)
+  if spec.window is not None:
+    left, right = spec.window
+    lo = jnp.maximum(lo, q_start + offset - left)
+    hi = jnp.minimum(hi, last + offset + right + 1)
+    full_lo = jnp.maximum(full_lo, last + offset - left)
+    full_hi = jnp.minimum(full_hi, q_start + offset + right + 1)
+  return lo, hi, full_lo, full_hi
+
+
+def q_bounds(spec: MaskSpec, k_start, k_end, q_len, kv_len, offset):
+  """Query rows that may see keys [k_start, k_end): the transpose of kv_bounds.
+
+  Returns (lo, hi, full_lo, full_hi) over query rows; rows in
+  [full_lo, full_hi) see every key of the block (which must lie below kv_len).
+  """
+  last = k_end - 1
+  lo, hi = jnp.zeros_like(q_len), q_len
+  full_lo, full_hi = lo, jnp.where(k_end <= kv_len, hi, 0)
+  if spec.is_causal:
+    lo = jnp.maximum(lo, k_start - offset)
+    full_lo = jnp.maximum(full_lo, last - offset)
+  if spec.window is not None:
+    left, right = spec.window
+    lo = jnp.maximum(lo, k_start - offset - right)
+    hi = jnp.minimum(hi, last - offset + left + 1)
+    full_lo = jnp.maximum(full_lo, last - offset - right)
+    full_hi = jnp.minimum(full_hi, k_start - offset + left + 1)
+  return lo, hi, full_lo, full_hi
+
+
+def tile_range(lo, hi, full_lo, full_hi, block: int):
+  """Position bounds -> tile bounds.
+
+  Returns (first, last_excl, full_first, full_last_excl) tile indices with
+  first <= full_first <= full_last_excl <= last_excl: tiles in
+  [full_first, full_last_excl) need no position mask, the rest of
+  [first, last_excl) do.
+  """
+  first = jnp.maximum(lo, 0) // block
+  last = jnp.maximum((hi + block - 1) // block, first)
+  full_first = jnp.clip((full_lo + block - 1) // block, first, last)
+  full_last = jnp.clip(full_hi // block, full_first, last)
+  return first, last, full_first, full_last
+
+
+def segment_tile_ranges(segment_ids, block: int):
+  """Per-tile [min, max] of the non-negative segment ids: [B, num_tiles] x 2.
+
+  Two tiles whose ranges do not overlap share no segment, so their whole
+  block of the score matrix is masked and the kernels skip it.  A tile of
+  padding only gets the empty range (big, -1).
+  """
+  b, n = segment_ids.shape
+  num_tiles = -(-n // block)
+  pad = num_tiles * block - n
+  ids = jnp.pad(segment_ids, ((0, 0), (0, pad)), constant_values=-1)
+  ids = ids.reshape(b, num_tiles, block)
+  big = jnp.iinfo(jnp.int32).max
+  lo = jnp.min(jnp.where(ids >= 0, ids, big), axis=-1).astype(jnp.int32)
+  hi = jnp.max(ids, axis=-1).astype(jnp.int32)
+  return lo, hi
+
+
+def dense_mask(spec: MaskSpec, arrays: MaskArrays, t: int, s: int):
+  """The whole mask as a [B, 1 or N, T, S] boolean array (reference only)."""
+  q_pos = jnp.arange(t, dtype=jnp.int32)[None, :, None]
+  k_pos = jnp.arange(s, dtype=jnp.int32)[None, None, :]
+  q_len = arrays.q_len[:, None, None]
+  kv_len = arrays.kv_len[:, None, None]
+  offset = diagonal_offset(spec, q_len, kv_len)
+  ok = position_visible(spec, q_pos, k_pos, q_len, kv_len, offset)
+  if arrays.q_segment_ids is not None:
+    ok &= segment_visible(arrays.q_segment_ids[:, :, None],
+                          arrays.kv_segment_ids[:, None, :])
+  ok = ok[:, None]  # [B, 1, T, S]
+  if arrays.mask is not None:
+    ok = ok & arrays.mask
+  return ok

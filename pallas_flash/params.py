@@ -1,0 +1,25 @@
+"""The static, hashable description of one attention call, as the kernels see it.
+
+Backend contract: a forward backend is a function
+``forward(q, k, v, arrays, params) -> (out, lse)`` with q [B, T, N, H],
+k/v [B, S, K, H], ``arrays`` a ``masks.MaskArrays``, ``out`` [B, T, N, H] in
+q.dtype and ``lse`` [B, N, T] float32 natural-log log-sum-exp with ``+inf``
+for fully masked rows (so that exp(s - lse) = 0 there in the backward).
+It raises ``NotImplementedError`` for valid input it cannot handle.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pallas_flash import masks
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KernelParams:
+  spec: masks.MaskSpec
+  scale: float
+  logits_soft_cap: float | None = None
+  forward: str = "triton"  # which backend runs the forward: "triton" | "mosaic"
+  config: Any = None  # backend config (e.g. config.TritonConfig); None = default
+  interpret: bool = False  # run Pallas kernels in interpret mode (CPU)
