@@ -129,6 +129,11 @@ def _is_hopper() -> bool:
     return False
 
 
+def _has_mosaic() -> bool:
+  import importlib.util
+  return importlib.util.find_spec("pallas_flash.mosaic.forward") is not None
+
+
 def _dispatch(q, k, v, bias, arrays, spec, scale, cap, implementation, config):
   if implementation == "xla":
     return reference.attention(q, k, v, bias, arrays, spec=spec, scale=scale,
@@ -137,7 +142,7 @@ def _dispatch(q, k, v, bias, arrays, spec, scale, cap, implementation, config):
     if not _on_gpu():
       return reference.attention(q, k, v, bias, arrays, spec=spec, scale=scale,
                                  logits_soft_cap=cap)
-    candidates = (["mosaic"] if _is_hopper() else []) + ["triton"]
+    candidates = (["mosaic"] if _is_hopper() and _has_mosaic() else []) + ["triton"]
   else:
     candidates = [implementation]
   for i, backend in enumerate(candidates):
