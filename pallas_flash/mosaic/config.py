@@ -1,0 +1,60 @@
+"""Tile shapes of the Mosaic GPU (Hopper) forward.
+
+A frozen, validated config and the frozen per-(head dim, causal) table that
+``MosaicConfig.default`` reads.  The measured number behind every entry is in
+``docs/mosaic.md`` (H200, JAX 0.11.2, bf16, the FlashAttention-paper workload).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MosaicConfig:
+  """Blocks of the warp-specialised forward.
+
+  Attributes:
+    block_q: query rows per *consumer warpgroup*; a CTA holds two consumer
+      warpgroups, i.e. ``2 * block_q`` query rows (FA3 Sec. 3.1).
+    block_kv: key/value rows per pipeline stage (one TMA copy each of K, V).
+    num_stages: depth of the shared-memory K/V ring filled by the producer
+      warpgroup.
+  """
+
+  block_q: int = 64
+  block_kv: int = 128
+  num_stages: int = 2
+
+  def __post_init__(self):
+    if self.block_q != 64:
+      # A wgmma M-tile per warpgroup is 64 rows; 128 rows per warpgroup would
+      # need two accumulators per warpgroup, which this kernel does not do.
+      raise ValueError(f"block_q={self.block_q} must be 64")
+    if self.block_kv not in (64, 128, 192, 256):
+      raise ValueError(f"block_kv={self.block_kv} must be 64, 128, 192 or 256")
+    if not (isinstance(self.num_stages, int) and 2 <= self.num_stages <= 6):
+      raise ValueError(f"num_stages={self.num_stages} must be an int in [2, 6]")
+
+  def smem_bytes(self, head_dim: int, itemsize: int = 2) -> int:
+    """Shared memory the kernel asks for (Q/O tiles, K/V ring, LSE, barriers)."""
+    q = 2 * self.block_q * head_dim * itemsize
+    kv = 2 * self.num_stages * self.block_kv * head_dim * itemsize
+    return q + kv + 2 * self.block_q * 4 + 1024
+
+  @classmethod
+  def default(cls, head_dim: int, causal: bool) -> "MosaicConfig":
+    """The tuned entry for a (padded) head dim; see docs/mosaic.md."""
+    key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
+    return _TABLE[key]
+
+
+# Shared memory per CTA on Hopper is 227 KiB; the entries stay inside it for
+# every head dim they cover (d <= 256 pads to a multiple of 64).
+_TABLE = {
+    (64, False): MosaicConfig(block_q=64, block_kv=128, num_stages=2),
+    (64, True): MosaicConfig(block_q=64, block_kv=128, num_stages=2),
+    (128, False): MosaicConfig(block_q=64, block_kv=128, num_stages=2),
+    (128, True): MosaicConfig(block_q=64, block_kv=128, num_stages=2),
+    (256, False): MosaicConfig(block_q=64, block_kv=64, num_stages=2),
+    (256, True): MosaicConfig(block_q=64, block_kv=64, num_stages=2),
+}

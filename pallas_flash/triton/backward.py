@@ -1,0 +1,216 @@
+"""Pallas-Triton backward: FlashAttention-2 Algorithm 2, without atomics.
+
+* delta = rowsum(dO * O)  (Alg. 2 line 4; an O(N) XLA fusion).
+* dK/dV kernel, grid ``(cdiv(S, block_k), B, K)``: one program holds a
+  [block_k, H] K/V tile, loops over the G query heads of its kv head and over
+  the query tiles that can see it, recomputing P = exp(S - lse) per tile:
+  dV += P^T dO, dS = P * (dO V^T - delta), dK += dS^T Q (lines 11-16).
+  GQA gradients are summed in registers, so no atomics and bitwise-identical
+  results run to run.
+* dQ kernel, grid ``(cdiv(T, block_q), B, N)``: one program holds a
+  [block_q, H] Q tile and loops over K/V tiles: dQ += dS K (line 15).
+
+Both kernels visit only the tiles the forward visited (same ``masks``
+bounds) and apply element-wise masks on edge tiles only.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from pallas_flash import masks
+from pallas_flash.config import TritonConfig
+from pallas_flash.params import KernelParams
+from pallas_flash.triton import tiles
+from pallas_flash.triton.forward import kv_tile_loops
+
+
+def _ds(p, dp, delta, th, cap):
+  """dS of a tile (through the soft-cap's tanh if any), log-domain free."""
+  ds = p * (dp - delta[:, None])
+  if cap is not None:
+    ds = ds * (1.0 - th * th)
+  return ds
+
+
+def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
+                 q_seg_ref, kv_seg_ref, kv_seg_lo_ref, kv_seg_hi_ref,
+                 q_seg_lo_ref, q_seg_hi_ref, mask_ref, dk_ref, dv_ref, *,
+                 spec: masks.MaskSpec, scale: float, cap: float | None,
+                 block_q: int, block_k: int, head_dim: int, t: int, s: int,
+                 group: int):
+  inputs = tiles.TileInputs(lens_ref, q_seg_ref, kv_seg_ref, kv_seg_lo_ref,
+                            kv_seg_hi_ref, q_seg_lo_ref, q_seg_hi_ref, mask_ref)
+  tile_k = pl.program_id(0)
+  k_start = tile_k * block_k
+  q_len, kv_len = lens_ref[0], lens_ref[1]
+  offset = masks.diagonal_offset(spec, q_len, kv_len)
+  k_end = jnp.minimum(k_start + block_k, kv_len)
+  k = tiles.load_rows(k_ref, k_start, block_k, s, head_dim)  # [block_k, Hp]
+  v = tiles.load_rows(v_ref, k_start, block_k, s, head_dim)
+  first, last, full_first, full_last = masks.tile_range(
+      *masks.q_bounds(spec, k_start, k_start + block_k, q_len, kv_len, offset),
+      block_q)
+  first = jnp.where(k_start < kv_len, first, last)  # tile past kv_len: no work
+  if spec.needs_elementwise:
+    full_first = full_last = last
+
+  def body(tile_q, carry, *, g, masked: bool):
+    dk, dv = carry
+    q_start = tile_q * block_q
+    q = tiles.load_rows(q_ref.at[:, g], q_start, block_q, t, head_dim)
+    do = tiles.load_rows(do_ref.at[:, g], q_start, block_q, t, head_dim)
+    lse2 = tiles.load_vec(lse_ref.at[g], q_start, block_q, t, jnp.inf) * tiles.LOG2E
+    delta = tiles.load_vec(delta_ref.at[g], q_start, block_q, t, 0.0)
+    s2, th = tiles.scores(q, k, scale=scale, cap=cap)  # [block_q, block_k]
+    if masked:
+      q_seg = (tiles.load_vec(q_seg_ref, q_start, block_q, t, -1)
+               if spec.has_segments else None)
+      nm = spec.dense_mask_shape[1] if spec.dense_mask_shape else 1
+      ok = tiles.tile_visible(spec, inputs, q_start=q_start, k_start=k_start,
+                              block_q=block_q, block_k=block_k, t=t, s=s,
+                              q_len=q_len, kv_len=kv_len, offset=offset,
+                              q_seg=q_seg, head=g if nm > 1 else None)
+      s2 = jnp.where(ok, s2, masks.MASK_VALUE)
+    p = jnp.exp2(s2 - lse2[:, None])  # P_ij (Alg. 2 line 11); 0 on empty rows
+    dv = dv + tiles.dot(p.astype(do.dtype), do, trans_a=True)
+    dp = tiles.dot(do, v, trans_b=True)  # [block_q, block_k]
+    ds = _ds(p, dp, delta, th, cap)
+    dk = dk + tiles.dot(ds.astype(q.dtype), q, trans_a=True)
+    return dk, dv
+
+  def group_body(g, carry):
+    def masked_body(tile_q, c):
+      fn = functools.partial(body, g=g, masked=True)
+      if not spec.has_segments:
+        return fn(tile_q, c)
+      overlap = tiles.segments_overlap(q_seg_lo_ref[tile_q], q_seg_hi_ref[tile_q],
+                                       kv_seg_lo_ref[tile_k], kv_seg_hi_ref[tile_k])
+      return lax.cond(overlap, fn, lambda _, c: c, tile_q, c)
+    carry = lax.fori_loop(first, full_first, masked_body, carry)
+    carry = lax.fori_loop(full_first, full_last,
+                          functools.partial(body, g=g, masked=False), carry)
+    return lax.fori_loop(full_last, last, masked_body, carry)
+
+  hp = k_ref.shape[-1]
+  zeros = jnp.zeros((block_k, hp), jnp.float32)
+  dk, dv = lax.fori_loop(0, group, group_body, (zeros, zeros))
+  del k_end
+  tiles.store_rows(dk_ref, dk * scale, k_start, block_k, s, head_dim)
+  tiles.store_rows(dv_ref, dv, k_start, block_k, s, head_dim)
+
+
+def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
+               q_seg_ref, kv_seg_ref, kv_seg_lo_ref, kv_seg_hi_ref,
+               q_seg_lo_ref, q_seg_hi_ref, mask_ref, dq_ref, *,
+               spec: masks.MaskSpec, scale: float, cap: float | None,
+               block_q: int, block_k: int, head_dim: int, t: int, s: int):
+  inputs = tiles.TileInputs(lens_ref, q_seg_ref, kv_seg_ref, kv_seg_lo_ref,
+                            kv_seg_hi_ref, q_seg_lo_ref, q_seg_hi_ref, mask_ref)
+  tile_q = pl.program_id(0)
+  q_start = tile_q * block_q
+  q_len, kv_len = lens_ref[0], lens_ref[1]
+  offset = masks.diagonal_offset(spec, q_len, kv_len)
+  q_end = jnp.minimum(q_start + block_q, q_len)
+  q = tiles.load_rows(q_ref, q_start, block_q, t, head_dim)
+  do = tiles.load_rows(do_ref, q_start, block_q, t, head_dim)
+  lse2 = tiles.load_vec(lse_ref, q_start, block_q, t, jnp.inf) * tiles.LOG2E
+  delta = tiles.load_vec(delta_ref, q_start, block_q, t, 0.0)
+  q_seg = (tiles.load_vec(q_seg_ref, q_start, block_q, t, -1)
+           if spec.has_segments else None)
+
+  def body(tile_k, dq, *, masked: bool):
+    k_start = tile_k * block_k
+    k = tiles.load_rows(k_ref, k_start, block_k, s, head_dim)
+    v = tiles.load_rows(v_ref, k_start, block_k, s, head_dim)
+    s2, th = tiles.scores(q, k, scale=scale, cap=cap)
+    if masked:
+      ok = tiles.tile_visible(spec, inputs, q_start=q_start, k_start=k_start,
+                              block_q=block_q, block_k=block_k, t=t, s=s,
+                              q_len=q_len, kv_len=kv_len, offset=offset,
+                              q_seg=q_seg)
+      s2 = jnp.where(ok, s2, masks.MASK_VALUE)
+    p = jnp.exp2(s2 - lse2[:, None])
+    dp = tiles.dot(do, v, trans_b=True)
+    ds = _ds(p, dp, delta, th, cap)
+    return dq + tiles.dot(ds.astype(k.dtype), k)
+
+  def masked_body(tile_k, dq):
+    if not spec.has_segments:
+      return body(tile_k, dq, masked=True)
+    overlap = tiles.segments_overlap(q_seg_lo_ref[tile_q], q_seg_hi_ref[tile_q],
+                                     kv_seg_lo_ref[tile_k], kv_seg_hi_ref[tile_k])
+    return lax.cond(overlap, functools.partial(body, masked=True),
+                    lambda _, c: c, tile_k, dq)
+
+  first, full_first, full_last, last = kv_tile_loops(
+      spec, q_start, q_end, kv_len, offset, block_k)
+  dq = jnp.zeros((block_q, q_ref.shape[-1]), jnp.float32)
+  dq = lax.fori_loop(first, full_first, masked_body, dq)
+  dq = lax.fori_loop(full_first, full_last, functools.partial(body, masked=False), dq)
+  dq = lax.fori_loop(full_last, last, masked_body, dq)
+  tiles.store_rows(dq_ref, dq * scale, q_start, block_q, t, head_dim)
+
+
+def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
+             params: KernelParams):
+  """(dq, dk, dv) for the forward of ``forward.forward``; lse [B, N, T]."""
+  b, t, n, h = q.shape
+  _, s, kh, _ = k.shape
+  group = n // kh
+  cfg = (params.config or TritonConfig.default(h)).fit(t, s)
+  hp = pl.next_power_of_2(max(h, 16))
+  spec, cap = params.spec, params.logits_soft_cap
+  compiler_params = plgpu.CompilerParams(num_warps=cfg.num_warps_bwd,
+                                         num_stages=cfg.num_stages_bwd)
+  # delta_i = rowsum(dO_i * O_i)  (Alg. 2 line 4)
+  delta = jnp.einsum("btnh,btnh->bnt", d_out.astype(jnp.float32),
+                     out.astype(jnp.float32))
+  d_out = d_out.astype(q.dtype)
+
+  # dK, dV: program = (kv tile, batch, kv head), looping over its G query heads.
+  bq, bk = cfg.block_q_dkv, cfg.block_k_dkv
+  mask_ops, mask_specs = tiles.prepare_mask_inputs(
+      arrays, spec, t=t, s=s, block_q=bq, block_k=bk, q_head_block=group)
+  q_group = pl.BlockSpec((None, t, group, hp), lambda i, bi, hi: (bi, 0, hi, 0))
+  kv_tile = pl.BlockSpec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi, 0))
+  row_group = pl.BlockSpec((None, group, t), lambda i, bi, hi: (bi, hi, 0))
+  dk, dv = pl.pallas_call(
+      functools.partial(_dkdv_kernel, spec=spec, scale=params.scale, cap=cap,
+                        block_q=bq, block_k=bk, head_dim=h, t=t, s=s,
+                        group=group),
+      grid=(pl.cdiv(s, bk), b, kh),
+      in_specs=[q_group, kv_tile, kv_tile, q_group, row_group, row_group,
+                *mask_specs],
+      out_specs=[pl.BlockSpec((None, bk, None, hp), lambda i, bi, hi: (bi, i, hi, 0))] * 2,
+      out_shape=[jax.ShapeDtypeStruct(k.shape, k.dtype),
+                 jax.ShapeDtypeStruct(v.shape, v.dtype)],
+      compiler_params=compiler_params,
+      interpret=params.interpret,
+      name="pallas_flash_bwd_dkdv",
+  )(q, k, v, d_out, lse, delta, *mask_ops)
+
+  # dQ: program = (q tile, batch, query head), looping over K/V tiles.
+  bq, bk = cfg.block_q_dq, cfg.block_k_dq
+  mask_ops, mask_specs = tiles.prepare_mask_inputs(
+      arrays, spec, t=t, s=s, block_q=bq, block_k=bk, q_head_block=None)
+  q_rows = pl.BlockSpec((None, t, None, hp), lambda i, bi, hi: (bi, 0, hi, 0))
+  kv_rows = pl.BlockSpec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi // group, 0))
+  row_vec = pl.BlockSpec((None, None, t), lambda i, bi, hi: (bi, hi, 0))
+  dq = pl.pallas_call(
+      functools.partial(_dq_kernel, spec=spec, scale=params.scale, cap=cap,
+                        block_q=bq, block_k=bk, head_dim=h, t=t, s=s),
+      grid=(pl.cdiv(t, bq), b, n),
+      in_specs=[q_rows, kv_rows, kv_rows, q_rows, row_vec, row_vec, *mask_specs],
+      out_specs=pl.BlockSpec((None, bq, None, hp), lambda i, bi, hi: (bi, i, hi, 0)),
+      out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
+      compiler_params=compiler_params,
+      interpret=params.interpret,
+      name="pallas_flash_bwd_dq",
+  )(q, k, v, d_out, lse, delta, *mask_ops)
+  return dq, dk, dv

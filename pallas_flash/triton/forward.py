@@ -1,0 +1,140 @@
+"""Pallas-Triton forward: FlashAttention-2 Algorithm 1.
+
+Grid ``(cdiv(T, block_q), B, N)``; one program owns a [block_q, H] query tile,
+streams [block_k, H] K/V tiles through SRAM and keeps the running max ``m``,
+sum ``l`` and unnormalised output ``acc`` (normalised once at the end, FA-2
+section 3.1.1).  The K/V tile loop is split three ways: tiles the position
+masks (causal, window, lengths) rule out entirely are never visited, tiles
+they cover entirely run without any mask, and only edge tiles pay for the
+element-wise mask.  Segment ids add a per-tile [min, max] overlap test that
+skips tiles of other documents.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from pallas_flash import masks
+from pallas_flash.config import TritonConfig
+from pallas_flash.params import KernelParams
+from pallas_flash.triton import tiles
+
+
+def kv_tile_loops(spec: masks.MaskSpec, q_start, q_end, kv_len, offset,
+                  block_k: int):
+  """(first, full_first, full_last, last) K/V tiles for query rows [q_start, q_end)."""
+  first, last, full_first, full_last = masks.tile_range(
+      *masks.kv_bounds(spec, q_start, q_end, kv_len, offset), block_k)
+  if spec.needs_elementwise:  # every tile needs the segment / dense mask
+    full_first = full_last = last
+  return first, full_first, full_last, last
+
+
+def _forward_kernel(q_ref, k_ref, v_ref, lens_ref, q_seg_ref, kv_seg_ref,
+                    kv_seg_lo_ref, kv_seg_hi_ref, q_seg_lo_ref, q_seg_hi_ref,
+                    mask_ref, o_ref, lse_ref, *, spec: masks.MaskSpec,
+                    scale: float, cap: float | None, block_q: int, block_k: int,
+                    head_dim: int, t: int, s: int):
+  inputs = tiles.TileInputs(lens_ref, q_seg_ref, kv_seg_ref, kv_seg_lo_ref,
+                            kv_seg_hi_ref, q_seg_lo_ref, q_seg_hi_ref, mask_ref)
+  tile_q = pl.program_id(0)
+  q_start = tile_q * block_q
+  q_len, kv_len = lens_ref[0], lens_ref[1]
+  offset = masks.diagonal_offset(spec, q_len, kv_len)
+  q_end = jnp.minimum(q_start + block_q, q_len)
+  q = tiles.load_rows(q_ref, q_start, block_q, t, head_dim)  # [block_q, Hp]
+  q_seg = (tiles.load_vec(q_seg_ref, q_start, block_q, t, -1)
+           if spec.has_segments else None)
+
+  def body(tile_k, carry, *, masked: bool):
+    acc, m_prev, l_prev = carry
+    k_start = tile_k * block_k
+    k = tiles.load_rows(k_ref, k_start, block_k, s, head_dim)  # [block_k, Hp]
+    s2, _ = tiles.scores(q, k, scale=scale, cap=cap)  # [block_q, block_k]
+    if masked:
+      ok = tiles.tile_visible(spec, inputs, q_start=q_start, k_start=k_start,
+                              block_q=block_q, block_k=block_k, t=t, s=s,
+                              q_len=q_len, kv_len=kv_len, offset=offset,
+                              q_seg=q_seg)
+      s2 = jnp.where(ok, s2, masks.MASK_VALUE)
+    # -- update m and l (FA-2 Alg. 1 lines 8-10), rescale acc lazily
+    m_next = jnp.maximum(m_prev, jnp.max(s2, axis=1))
+    alpha = jnp.exp2(m_prev - m_next)
+    p = jnp.exp2(s2 - m_next[:, None])
+    l_next = l_prev * alpha + jnp.sum(p, axis=1)
+    v = tiles.load_rows(v_ref, k_start, block_k, s, head_dim)
+    acc = acc * alpha[:, None] + tiles.dot(p.astype(v.dtype), v)
+    return acc, m_next, l_next
+
+  def maybe_skip(tile_k, carry):
+    # Tiles of documents this query tile does not contain are skipped.
+    overlap = tiles.segments_overlap(q_seg_lo_ref[tile_q], q_seg_hi_ref[tile_q],
+                                     kv_seg_lo_ref[tile_k], kv_seg_hi_ref[tile_k])
+    return lax.cond(overlap, functools.partial(body, masked=True),
+                    lambda _, c: c, tile_k, carry)
+
+  masked_body = maybe_skip if spec.has_segments else functools.partial(body, masked=True)
+  head_dim_padded = q_ref.shape[-1]
+  carry = (jnp.zeros((block_q, head_dim_padded), jnp.float32),
+           jnp.full((block_q,), -jnp.inf, jnp.float32),
+           jnp.zeros((block_q,), jnp.float32))
+  first, full_first, full_last, last = kv_tile_loops(
+      spec, q_start, q_end, kv_len, offset, block_k)
+  carry = lax.fori_loop(first, full_first, masked_body, carry)
+  carry = lax.fori_loop(full_first, full_last,
+                        functools.partial(body, masked=False), carry)
+  acc, m, l = lax.fori_loop(full_last, last, masked_body, carry)
+
+  # Rows that saw no key (fully masked, or past q_len) give 0 and lse=+inf.
+  rows = q_start + jnp.arange(block_q)
+  empty = (m <= masks.MASK_VALUE) | (rows >= q_len)
+  l_safe = jnp.where(empty, 1.0, l)
+  out = jnp.where(empty[:, None], 0.0, acc / l_safe[:, None])
+  lse = jnp.where(empty, jnp.inf, (m + jnp.log2(l_safe)) * tiles.LN2)
+  tiles.store_rows(o_ref, out, q_start, block_q, t, head_dim)
+  plgpu.store(lse_ref, lse, mask=rows < t)
+
+
+def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
+  """Backend contract of ``params.py``: (out [B,T,N,H], lse [B,N,T] f32)."""
+  b, t, n, h = q.shape
+  _, s, kh, _ = k.shape
+  group = n // kh
+  cfg = (params.config or TritonConfig.default(h)).fit(t, s)
+  block_q, block_k = cfg.block_q, cfg.block_k
+  hp = pl.next_power_of_2(max(h, 16))
+  mask_ops, mask_specs = tiles.prepare_mask_inputs(
+      arrays, params.spec, t=t, s=s, block_q=block_q, block_k=block_k,
+      q_head_block=None)
+  kernel = functools.partial(
+      _forward_kernel, spec=params.spec, scale=params.scale,
+      cap=params.logits_soft_cap, block_q=block_q, block_k=block_k,
+      head_dim=h, t=t, s=s)
+  in_specs = [
+      pl.BlockSpec((None, t, None, hp), lambda i, bi, hi: (bi, 0, hi, 0)),
+      pl.BlockSpec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi // group, 0)),
+      pl.BlockSpec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi // group, 0)),
+      *mask_specs,
+  ]
+  out_specs = [
+      pl.BlockSpec((None, block_q, None, hp), lambda i, bi, hi: (bi, i, hi, 0)),
+      pl.BlockSpec((None, None, block_q), lambda i, bi, hi: (bi, hi, i)),
+  ]
+  out, lse = pl.pallas_call(
+      kernel,
+      grid=(pl.cdiv(t, block_q), b, n),
+      in_specs=in_specs,
+      out_specs=out_specs,
+      out_shape=[jax.ShapeDtypeStruct(q.shape, q.dtype),
+                 jax.ShapeDtypeStruct((b, n, t), jnp.float32)],
+      compiler_params=plgpu.CompilerParams(num_warps=cfg.num_warps,
+                                           num_stages=cfg.num_stages),
+      interpret=params.interpret,
+      name="pallas_flash_fwd",
+  )(q, k, v, *mask_ops)
+  return out, lse

@@ -1,0 +1,147 @@
+"""Tile-level pieces shared by the Pallas-Triton forward and backward kernels:
+operand specs, masked tile loads, scaled (soft-capped) scores and the
+element-wise mask of one [block_q, block_k] tile, built from ``masks``.
+
+Scores live in the log2 domain (FlashAttention-2 kernels' exp2 trick): the
+kernels compute ``s2 = log2(e) * scale * q k^T`` so that ``exp2(s2 - m2)``
+equals ``exp(s - m)``.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from pallas_flash import masks
+
+LOG2E = math.log2(math.e)
+LN2 = math.log(2.0)
+
+
+class TileInputs(NamedTuple):
+  """Refs of the optional mask inputs of one (batch, head) program."""
+
+  lens: object  # [2] int32: q_len, kv_len
+  q_seg: object | None  # [T] int32
+  kv_seg: object | None  # [S] int32
+  kv_seg_lo: object | None  # [num_k_tiles] int32 per-tile segment range
+  kv_seg_hi: object | None
+  q_seg_lo: object | None  # [num_q_tiles]
+  q_seg_hi: object | None
+  mask: object | None  # [Tm, Sm] int8
+
+
+def prepare_mask_inputs(arrays: masks.MaskArrays, spec: masks.MaskSpec, *,
+                        t: int, s: int, block_q: int, block_k: int,
+                        q_head_block: int | None):
+  """Kernel operands and BlockSpecs for the mask inputs.
+
+  Grid convention of every kernel here: ``(tile, batch, head)``.  When
+  ``q_head_block`` is None the program's head is a query head (``dense mask``
+  indexed by it); otherwise the program covers ``q_head_block`` query heads
+  of one kv head and the dense mask is indexed per query head in the kernel.
+  """
+  q_len = jnp.clip(arrays.q_len, 0, t)
+  kv_len = jnp.clip(arrays.kv_len, 0, s)
+  operands = [jnp.stack([q_len, kv_len], axis=1).astype(jnp.int32)]
+  specs = [pl.BlockSpec((None, 2), lambda i, b, h: (b, 0))]
+  if spec.has_segments:
+    q_lo, q_hi = masks.segment_tile_ranges(arrays.q_segment_ids, block_q)
+    k_lo, k_hi = masks.segment_tile_ranges(arrays.kv_segment_ids, block_k)
+    operands += [arrays.q_segment_ids, arrays.kv_segment_ids, k_lo, k_hi, q_lo, q_hi]
+    specs += [pl.BlockSpec((None, t), lambda i, b, h: (b, 0)),
+              pl.BlockSpec((None, s), lambda i, b, h: (b, 0))]
+    specs += [pl.BlockSpec((None, x.shape[1]), lambda i, b, h: (b, 0))
+              for x in (k_lo, k_hi, q_lo, q_hi)]
+  else:
+    operands += [None] * 6
+    specs += [None] * 6
+  if spec.dense_mask_shape is not None:
+    bm, nm, tm, sm = spec.dense_mask_shape
+    m = arrays.mask.astype(jnp.int8)
+    index = lambda i, b, h: (b if bm > 1 else 0, h if nm > 1 else 0, 0, 0)
+    if q_head_block is None or nm == 1:
+      specs.append(pl.BlockSpec((None, None, tm, sm), index))
+    else:  # one program covers q_head_block query heads of the mask
+      specs.append(pl.BlockSpec((None, q_head_block, tm, sm), index))
+    operands.append(m)
+  else:
+    operands.append(None)
+    specs.append(None)
+  return operands, specs
+
+
+def load_rows(ref, start, block: int, limit: int, head_dim: int, other=0.0):
+  """Loads rows [start, start + block) of a [rows, Hp] ref, zero outside."""
+  rows = start + jnp.arange(block)
+  head_dim_padded = ref.shape[-1]
+  mask = (rows < limit)[:, None] & (jnp.arange(head_dim_padded) < head_dim)[None, :]
+  return plgpu.load(ref.at[pl.ds(start, block), :], mask=mask, other=other)
+
+
+def load_vec(ref, start, block: int, limit: int, other):
+  idx = start + jnp.arange(block)
+  return plgpu.load(ref.at[pl.ds(start, block)], mask=idx < limit, other=other)
+
+
+def store_rows(ref, value, start, block: int, limit: int, head_dim: int):
+  """Stores a [block, Hp] tile into a blocked [block, Hp] output ref."""
+  rows = start + jnp.arange(block)
+  mask = (rows < limit)[:, None] & (jnp.arange(ref.shape[-1]) < head_dim)[None, :]
+  plgpu.store(ref, value.astype(ref.dtype), mask=mask)
+
+
+def dot(a, b, *, trans_a=False, trans_b=False):
+  """Tensor-core dot with f32 accumulation; exact f32 (no tf32) for f32 inputs."""
+  exact = a.dtype == jnp.float32
+  return plgpu.dot(a, b, trans_a=trans_a, trans_b=trans_b,
+                   allow_tf32=False if exact else None)
+
+
+def scores(q, k, *, scale: float, cap: float | None):
+  """log2-domain scores of a tile and, with a soft-cap, tanh(scale*qk/cap).
+
+  Returns (s2 [block_q, block_k] f32, tanh or None) where
+  s2 = log2(e) * (cap * tanh(scale * q k^T / cap)  or  scale * q k^T).
+  """
+  qk = dot(q, k, trans_b=True)  # [block_q, block_k]
+  if cap is None:
+    return qk * (scale * LOG2E), None
+  th = jnp.tanh(qk * (scale / cap))
+  return th * (cap * LOG2E), th
+
+
+def tile_visible(spec: masks.MaskSpec, inputs: TileInputs, *, q_start, k_start,
+                 block_q: int, block_k: int, t: int, s: int, q_len, kv_len,
+                 offset, q_seg=None, head=None):
+  """Element-wise mask of the [block_q, block_k] tile at (q_start, k_start).
+
+  Keys past S are always masked (tails); the rest is ``masks``' definition.
+  ``q_seg`` is the already loaded [block_q] query segment ids (or None);
+  ``head`` selects the query head of a multi-head dense-mask block.
+  """
+  rows = (q_start + jnp.arange(block_q))[:, None]
+  cols = (k_start + jnp.arange(block_k))[None, :]
+  ok = masks.position_visible(spec, rows, cols, q_len, kv_len, offset)
+  if spec.has_segments:
+    kv_seg = load_vec(inputs.kv_seg, k_start, block_k, s, -1)
+    ok &= masks.segment_visible(q_seg[:, None], kv_seg[None, :])
+  if spec.dense_mask_shape is not None:
+    ref = inputs.mask if head is None else inputs.mask.at[head]
+    _, _, tm, sm = spec.dense_mask_shape
+    # Size-1 (broadcast) dims are read as length-1 slices and broadcast.
+    q_rows = pl.ds(q_start, block_q) if tm > 1 else pl.ds(0, 1)
+    k_cols = pl.ds(k_start, block_k) if sm > 1 else pl.ds(0, 1)
+    in_bounds = ((rows < t) if tm > 1 else True) & ((cols < s) if sm > 1 else True)
+    m = plgpu.load(ref.at[q_rows, k_cols], mask=in_bounds, other=0)
+    ok &= m != 0
+  return ok
+
+
+def segments_overlap(lo_a, hi_a, lo_b, hi_b):
+  """Whether two tiles' [lo, hi] segment-id ranges can share a segment."""
+  return (lo_a <= hi_b) & (lo_b <= hi_a)
