@@ -1,0 +1,148 @@
+"""Block-size sweep of the Pallas-Triton kernels against JAX's own Pallas-Triton
+``mha`` on the FlashAttention benchmark workload (bf16, batch*seqlen = 16384,
+hidden 2048).  Backs the defaults in ``pallas_flash/config.py``.
+
+    python benchmarks/triton_sweep.py [--quick] [--json OUT.json]
+
+Prints one table: TFLOP/s (fwd: 4*B*N*S^2*H, x0.5 causal; bwd: 2.5x that over
+the fwd+bwd minus fwd time) per config and the ratio to ``mha`` measured in
+the same process on the same inputs.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import pallas_flash as pf
+from pallas_flash import TritonConfig
+
+
+def bench(fn, *args, reps=20):
+  """Median wall time (s) of fn(*args) after warm-up, synchronising each call."""
+  jax.block_until_ready(fn(*args))
+  jax.block_until_ready(fn(*args))
+  times = []
+  for _ in range(reps):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    times.append(time.perf_counter() - t0)
+  return float(np.median(times))
+
+
+def fwd_bwd_fns(attn):
+  fwd = jax.jit(attn)
+
+  def loss(q, k, v, do):
+    return jnp.sum(attn(q, k, v).astype(jnp.float32) * do)
+
+  fwdbwd = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+  return fwd, fwdbwd
+
+
+def measure(attn, q, k, v, do, flops):
+  fwd, fwdbwd = fwd_bwd_fns(attn)
+  t_f = bench(fwd, q, k, v)
+  t_fb = bench(fwdbwd, q, k, v, do)
+  return flops / t_f / 1e12, 2.5 * flops / max(t_fb - t_f, 1e-9) / 1e12
+
+
+FWD_CANDIDATES = {
+    64: [(128, 64, 4, 3), (128, 128, 4, 2), (128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3)],
+    128: [(128, 64, 8, 3), (128, 128, 8, 2), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
+}
+BWD_CANDIDATES = [  # (bq_dkv, bk_dkv, bq_dq, bk_dq, warps, stages)
+    (64, 128, 128, 64, 8, 2), (32, 128, 128, 32, 4, 3), (64, 64, 64, 64, 4, 2),
+    (64, 128, 128, 64, 4, 2), (32, 64, 64, 32, 4, 3),
+]
+
+
+def main():
+  ap = argparse.ArgumentParser()
+  ap.add_argument("--quick", action="store_true")
+  ap.add_argument("--json")
+  args = ap.parse_args()
+  warnings.filterwarnings("ignore", category=DeprecationWarning)
+  from jax.experimental.pallas.ops.gpu import attention as jax_mha
+
+  rows = []
+  dev = jax.devices()[0].device_kind
+  print(f"# {datetime.date.today()} {dev} jax {jax.__version__}", flush=True)
+  for d in (64, 128):
+    # --- sweep at S=4096 (both causal flags), pick the best config per d ---
+    s_len = 4096
+    b, n = 16384 // s_len, 2048 // d
+    key = jax.random.key(0)
+    kq, kk, kv, kd = jax.random.split(key, 4)
+    shape = (b, s_len, n, d)
+    q, k, v = (jax.random.normal(x, shape, jnp.bfloat16) for x in (kq, kk, kv))
+    do = jax.random.normal(kd, shape, jnp.float32)
+    scores = {}
+    base = TritonConfig.default(d)
+    for fc in FWD_CANDIDATES[d][: 2 if args.quick else None]:
+      for bc in BWD_CANDIDATES[: 2 if args.quick else None]:
+        cfg = dataclasses.replace(base, block_q=fc[0], block_k=fc[1], num_warps=fc[2],
+                                  num_stages=fc[3], block_q_dkv=bc[0], block_k_dkv=bc[1],
+                                  block_q_dq=bc[2], block_k_dq=bc[3], num_warps_bwd=bc[4],
+                                  num_stages_bwd=bc[5])
+        tot = [0.0, 0.0]
+        for causal in (False, True):
+          flops = 4 * b * n * s_len * s_len * d * (0.5 if causal else 1.0)
+          try:
+            f, bw = measure(lambda q, k, v: pf.flash_attention(
+                q, k, v, is_causal=causal, implementation="triton", config=cfg),
+                q, k, v, do, flops)
+          except Exception as e:  # a config may not fit in shared memory
+            print(f"d{d} fwd{fc} bwd{bc} failed: {type(e).__name__}: {str(e)[:200]}")
+            f = bw = 0.0
+          tot[0] += f
+          tot[1] += bw
+          rows.append(dict(kind="sweep", d=d, S=s_len, causal=causal, fwd_cfg=fc,
+                           bwd_cfg=bc, fwd=f, bwd=bw))
+        scores[(fc, bc)] = tot
+        print(f"d{d} S{s_len} fwd{fc} bwd{bc}: fwd {tot[0]/2:.0f} bwd {tot[1]/2:.0f} TFLOP/s (mean N/C)", flush=True)
+        if args.quick:
+          break
+    best_f = max(FWD_CANDIDATES[d], key=lambda fc: max((v[0] for (f2, _), v in scores.items() if f2 == fc), default=0))
+    best_b = max(BWD_CANDIDATES, key=lambda bc: max((v[1] for (_, b2), v in scores.items() if b2 == bc), default=0))
+    print(f"d{d}: best fwd {best_f} best bwd {best_b}", flush=True)
+    # --- the workload cells with the default config vs JAX's mha ---
+    for s_len in (4096, 16384):
+      b, n = 16384 // s_len, 2048 // d
+      shape = (b, s_len, n, d)
+      q, k, v = (jax.random.normal(x, shape, jnp.bfloat16) for x in (kq, kk, kv))
+      do = jax.random.normal(kd, shape, jnp.float32)
+      for causal in (False, True):
+        flops = 4 * b * n * s_len * s_len * d * (0.5 if causal else 1.0)
+        ref = jax_mha.mha(q, k, v, None, sm_scale=1 / math.sqrt(d), causal=causal)
+        ours = pf.flash_attention(q, k, v, is_causal=causal, implementation="triton")
+        err = float(jnp.max(jnp.abs(ref.astype(jnp.float32) - ours.astype(jnp.float32))))
+        f_m, b_m = measure(lambda q, k, v: jax_mha.mha(
+            q, k, v, None, sm_scale=1 / math.sqrt(d), causal=causal), q, k, v, do, flops)
+        f_o, b_o = measure(lambda q, k, v: pf.flash_attention(
+            q, k, v, is_causal=causal, implementation="triton"), q, k, v, do, flops)
+        rows.append(dict(kind="cell", d=d, S=s_len, causal=causal, ours_fwd=f_o, ours_bwd=b_o,
+                         mha_fwd=f_m, mha_bwd=b_m, max_abs_diff_vs_mha=err))
+        print(f"cell d{d} S{s_len} {'C' if causal else 'N'}: ours fwd {f_o:.0f} bwd {b_o:.0f} | "
+              f"mha fwd {f_m:.0f} bwd {b_m:.0f} | ratio fwd {f_o/f_m:.2f} bwd {b_o/b_m:.2f} | maxdiff {err:.3g}",
+              flush=True)
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump(dict(date=str(datetime.date.today()), device=dev, jax=jax.__version__, rows=rows), f, indent=1)
+  print("\n| cell | ours fwd | mha fwd | ratio | ours bwd | mha bwd | ratio |\n|---|---|---|---|---|---|---|")
+  for r in rows:
+    if r["kind"] == "cell":
+      print(f"| d{r['d']} S{r['S']} {'C' if r['causal'] else 'N'} | {r['ours_fwd']:.0f} | {r['mha_fwd']:.0f} | "
+            f"{r['ours_fwd']/r['mha_fwd']:.2f} | {r['ours_bwd']:.0f} | {r['mha_bwd']:.0f} | {r['ours_bwd']/r['mha_bwd']:.2f} |")
+
+
+if __name__ == "__main__":
+  main()
