@@ -85,35 +85,45 @@ def main():
     shape = (b, s_len, n, d)
     q, k, v = (jax.random.normal(x, shape, jnp.bfloat16) for x in (kq, kk, kv))
     do = jax.random.normal(kd, shape, jnp.float32)
-    scores = {}
+
     base = TritonConfig.default(d)
+
+    def run_cfg(cfg, with_bwd):
+      tot = [0.0, 0.0]
+      for causal in (False, True):
+        flops = 4 * b * n * s_len * s_len * d * (0.5 if causal else 1.0)
+        attn = lambda q, k, v: pf.flash_attention(
+            q, k, v, is_causal=causal, implementation="triton", config=cfg)
+        try:
+          if with_bwd:
+            f, bw = measure(attn, q, k, v, do, flops)
+          else:
+            f, bw = flops / bench(jax.jit(attn), q, k, v) / 1e12, 0.0
+        except Exception as e:  # a config may not fit in shared memory
+          print(f"  failed: {type(e).__name__}: {str(e)[:200]}")
+          f = bw = 0.0
+        tot[0] += f / 2
+        tot[1] += bw / 2
+      return tot
+
+    # Forward sweep (bwd at its default), then backward sweep at the best fwd.
+    fwd_scores = {}
     for fc in FWD_CANDIDATES[d][: 2 if args.quick else None]:
-      for bc in BWD_CANDIDATES[: 2 if args.quick else None]:
-        cfg = dataclasses.replace(base, block_q=fc[0], block_k=fc[1], num_warps=fc[2],
-                                  num_stages=fc[3], block_q_dkv=bc[0], block_k_dkv=bc[1],
-                                  block_q_dq=bc[2], block_k_dq=bc[3], num_warps_bwd=bc[4],
-                                  num_stages_bwd=bc[5])
-        tot = [0.0, 0.0]
-        for causal in (False, True):
-          flops = 4 * b * n * s_len * s_len * d * (0.5 if causal else 1.0)
-          try:
-            f, bw = measure(lambda q, k, v: pf.flash_attention(
-                q, k, v, is_causal=causal, implementation="triton", config=cfg),
-                q, k, v, do, flops)
-          except Exception as e:  # a config may not fit in shared memory
-            print(f"d{d} fwd{fc} bwd{bc} failed: {type(e).__name__}: {str(e)[:200]}")
-            f = bw = 0.0
-          tot[0] += f
-          tot[1] += bw
-          rows.append(dict(kind="sweep", d=d, S=s_len, causal=causal, fwd_cfg=fc,
-                           bwd_cfg=bc, fwd=f, bwd=bw))
-        scores[(fc, bc)] = tot
-        print(f"d{d} S{s_len} fwd{fc} bwd{bc}: fwd {tot[0]/2:.0f} bwd {tot[1]/2:.0f} TFLOP/s (mean N/C)", flush=True)
-        if args.quick:
-          break
-    best_f = max(FWD_CANDIDATES[d], key=lambda fc: max((v[0] for (f2, _), v in scores.items() if f2 == fc), default=0))
-    best_b = max(BWD_CANDIDATES, key=lambda bc: max((v[1] for (_, b2), v in scores.items() if b2 == bc), default=0))
-    print(f"d{d}: best fwd {best_f} best bwd {best_b}", flush=True)
+      cfg = dataclasses.replace(base, block_q=fc[0], block_k=fc[1], num_warps=fc[2], num_stages=fc[3])
+      fwd_scores[fc] = run_cfg(cfg, False)[0]
+      rows.append(dict(kind="sweep_fwd", d=d, S=s_len, cfg=fc, fwd_mean_nc=fwd_scores[fc]))
+      print(f"d{d} S{s_len} fwd (block_q, block_k, warps, stages)={fc}: {fwd_scores[fc]:.0f} TFLOP/s (mean of N, C)", flush=True)
+    best_f = max(fwd_scores, key=fwd_scores.get)
+    bwd_scores = {}
+    for bc in BWD_CANDIDATES[: 2 if args.quick else None]:
+      cfg = dataclasses.replace(base, block_q=best_f[0], block_k=best_f[1], num_warps=best_f[2],
+                                num_stages=best_f[3], block_q_dkv=bc[0], block_k_dkv=bc[1],
+                                block_q_dq=bc[2], block_k_dq=bc[3], num_warps_bwd=bc[4],
+                                num_stages_bwd=bc[5])
+      bwd_scores[bc] = run_cfg(cfg, True)[1]
+      rows.append(dict(kind="sweep_bwd", d=d, S=s_len, cfg=bc, bwd_mean_nc=bwd_scores[bc]))
+      print(f"d{d} S{s_len} bwd (bq_dkv, bk_dkv, bq_dq, bk_dq, warps, stages)={bc}: {bwd_scores[bc]:.0f} TFLOP/s", flush=True)
+    best_b = max(bwd_scores, key=bwd_scores.get)
     # --- the workload cells with the default config vs JAX's mha ---
     for s_len in (4096, 16384):
       b, n = 16384 // s_len, 2048 // d
