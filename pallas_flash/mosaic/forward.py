@@ -1,0 +1,390 @@
+"""FlashAttention-3-style forward for Hopper, written in Pallas Mosaic GPU.
+
+Letters: B batch, T query length, S key/value length, N query heads,
+K key/value heads (G = N // K), H head dim.  Layout [B, T, N, H].
+
+One CTA computes ``2 * block_q`` query rows of one (batch, head) with three
+warpgroups (FA3, Shah et al. 2024, Sec. 3.1 "producer-consumer asynchrony"):
+
+* the *producer* warpgroup (registers cut to 40 with ``setmaxnreg``) issues TMA
+  copies of the K and V tiles into a ``num_stages``-deep shared-memory ring;
+  a K slot and a V slot each carry a "loaded" barrier (TMA completes it) and
+  a "consumed" barrier (both consumers arrive on it when done reading);
+* two *consumer* warpgroups (registers raised to 232) each own ``block_q``
+  query rows and run S = Q K^T and O += P V on the tensor cores (wgmma, f32
+  accumulators) with the online softmax in between (FlashAttention-2 Alg. 1).
+  A two-party "schedule" barrier makes the two consumers take turns on the
+  tensor cores, so one's softmax overlaps the other's GEMMs (FA3 Sec. 3.1,
+  "ping-pong scheduling"); the wait for the next K tile is issued while the
+  P V wgmma is in flight (FA3 Sec. 3.2, intra-warpgroup overlap).
+
+Softmax runs in base 2 with the scale folded into the exponent
+(exp2(s * scale * log2 e - m)), one FMA per score.  Causal CTAs are launched
+longest first so the expensive diagonal-far tiles start early.
+
+Masking is ``pallas_flash.masks``: the wrapper turns ``kv_bounds`` /
+``tile_range`` (and, with segment ids, ``segment_tile_ranges``) into per-CTA
+tile bounds ``[first, full_first, full_last, last)``; tiles inside
+``[full_first, full_last)`` run without any mask, edge tiles apply
+``position_visible`` (and ``segment_visible``) element-wise.  Ragged T and S
+are padded inside the wrapper to whole tiles; padded keys lie beyond
+``kv_len`` and padded rows are sliced off, so results are exact.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+from jax import lax
+import jax.experimental.pallas as pl
+import jax.experimental.pallas.mosaic_gpu as plgpu
+import jax.numpy as jnp
+
+from pallas_flash import masks
+from pallas_flash.mosaic.config import MosaicConfig
+from pallas_flash.params import KernelParams
+
+_WGMMA = plgpu.Layout.WGMMA
+_ROW = plgpu.Layout.WGMMA.reduce(1)  # one value per query row
+_COL = plgpu.Layout.WGMMA.reduce(0)  # one value per key column
+_LOG2E = math.log2(math.e)
+_LN2 = math.log(2.0)
+_MASK = masks.MASK_VALUE
+_CONSUMERS = 2  # consumer warpgroups per CTA
+_DTYPES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
+
+
+def _round_up(x: int, m: int) -> int:
+  return -(-x // m) * m
+
+
+def check_supported(params: KernelParams, q, k, v) -> None:
+  """Raises NotImplementedError for valid input this backend cannot take."""
+  del k, v
+  if jnp.dtype(q.dtype) not in _DTYPES:
+    raise NotImplementedError(
+        f"mosaic forward takes float16/bfloat16, got {q.dtype} (the "
+        "dispatcher falls back to triton)")
+  if params.spec.dense_mask_shape is not None:
+    raise NotImplementedError("mosaic forward: dense boolean masks are not "
+                              "implemented (triton takes them)")
+  if params.config is not None and not isinstance(params.config, MosaicConfig):
+    raise ValueError(f"config for implementation='mosaic' must be a "
+                     f"MosaicConfig, got {type(params.config).__name__}")
+  if not params.interpret:
+    dev = jax.devices()[0]
+    cc = str(getattr(dev, "compute_capability", ""))
+    if dev.platform != "gpu" or not cc.startswith("9"):
+      raise NotImplementedError(
+          f"mosaic forward needs a Hopper GPU (sm_90), got {dev.device_kind} "
+          f"compute_capability={cc!r}")
+  h = _round_up(q.shape[-1], 64)
+  cfg = params.config or MosaicConfig.default(h, params.spec.is_causal)
+  if cfg.smem_bytes(h) > 227 * 1024:
+    raise NotImplementedError(f"{cfg} needs {cfg.smem_bytes(h)} bytes of shared "
+                              f"memory at head_dim={h}; Hopper has 227 KiB")
+
+
+# --------------------------------------------------------------------------
+# Kernel
+# --------------------------------------------------------------------------
+
+
+def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
+                      spec: masks.MaskSpec, scale: float, cap: float | None,
+                      block_q: int, block_kv: int, num_stages: int,
+                      num_q_tiles: int, group: int, longest_first: bool,
+                      interpret: bool):
+  """One CTA: rows [qt * 2 * block_q, (qt + 1) * 2 * block_q) of (b, n)."""
+  if spec.has_segments:
+    q_seg_ref, kv_seg_ref, out_ref, lse_ref = refs
+  else:
+    q_seg_ref = kv_seg_ref = None
+    out_ref, lse_ref = refs
+  dtype = q_ref.dtype
+  head_dim = q_ref.shape[-1]
+  bq, bk = block_q, block_kv
+
+  def entry(smem, barriers):
+    q_smems, k_smems, v_smems, lse_smems = smem
+    q_bars, k_bars, v_bars, k_done, v_done, sched = barriers
+
+    b = lax.axis_index("batch")
+    n = lax.axis_index("heads")
+    wg = lax.axis_index("wg")
+    qt = lax.axis_index("q_tiles")
+    if longest_first:  # causal: the last query tiles see the most keys
+      qt = num_q_tiles - 1 - qt
+    # Per-CTA kv tile bounds, precomputed from masks.kv_bounds / tile_range.
+    first = tiles_ref[b, qt, 0]
+    full_first = tiles_ref[b, qt, 1]
+    full_last = tiles_ref[b, qt, 2]
+    last = tiles_ref[b, qt, 3]
+
+    def rendezvous():  # both consumers reach this point (ping-pong turn)
+      plgpu.barrier_arrive(sched)
+      plgpu.barrier_wait(sched)
+
+    @pl.when(wg < _CONSUMERS)
+    def _consumer():
+      plgpu.set_max_registers(232, action="increase")
+      q_len = lens_ref[b, 0]
+      kv_len = lens_ref[b, 1]
+      offset = lens_ref[b, 2]
+      q_base = qt * (2 * bq) + wg * bq
+      q_smem = q_smems.at[wg]
+      plgpu.copy_gmem_to_smem(q_ref.at[b, pl.ds(q_base, bq), n], q_smem,
+                              q_bars.at[wg])
+      if spec.has_segments:
+        q_seg = plgpu.load(q_seg_ref.at[b, pl.ds(q_base, bq)], layout=_ROW,
+                           optimized=False)
+        q_seg = lax.broadcast_in_dim(q_seg, (bq, bk), [0])
+      m_i = plgpu.layout_cast(jnp.full((bq,), -jnp.inf, jnp.float32), _ROW)
+      l_i = plgpu.layout_cast(jnp.full((bq,), 0.0, jnp.float32), _ROW)
+      acc = plgpu.layout_cast(jnp.full((bq, head_dim), 0.0, jnp.float32),
+                              _WGMMA)
+      plgpu.barrier_wait(q_bars.at[wg])
+
+      @pl.when(last > first)
+      def _():
+        plgpu.barrier_wait(k_bars.at[lax.rem(first, num_stages)])
+
+      # Consumer 1 starts half a turn late: from here on the two alternate.
+      pl.when(wg == 1)(rendezvous)
+
+      def iota(dim):
+        return plgpu.broadcasted_iota(jnp.int32, (bq, bk), dim, layout=_WGMMA)
+
+      def logits_base2(s):
+        """scale, soft-cap, then x log2(e): what exp2 takes."""
+        if cap is not None:
+          return jnp.tanh(s * (scale / cap)) * (cap * _LOG2E)
+        return s * (scale * _LOG2E)
+
+      def step(ki, carry, *, masked: bool):
+        acc, m_i, l_i = carry
+        slot = lax.rem(ki, num_stages)
+
+        # -- S = Q K^T  [bq, bk] on the tensor cores
+        def qk(acc_ref):
+          plgpu.wgmma(acc_ref, q_smem, k_smems.at[slot].transpose((1, 0)))
+          rendezvous()  # my GEMM is issued: the other consumer may go on
+          return acc_ref[...]
+
+        s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
+        plgpu.barrier_arrive(k_done.at[slot])
+
+        # -- update m_i and l_i (base 2)
+        fma = not masked and cap is None and scale > 0
+        if fma:  # max commutes with a positive scale: keep one FMA per score
+          c = scale * _LOG2E
+          m_new = jnp.maximum(m_i, s.max(axis=1) * c)
+          p = jnp.exp2(s * c - lax.broadcast_in_dim(m_new, s.shape, [0]))
+        else:
+          s = logits_base2(s)
+          if masked:
+            q_pos = q_base + iota(0)
+            k_pos = ki * bk + iota(1)
+            ok = masks.position_visible(spec, q_pos, k_pos, q_len, kv_len,
+                                        offset)
+            if spec.has_segments:
+              kv_seg = plgpu.load(kv_seg_ref.at[b, pl.ds(ki * bk, bk)],
+                                  layout=_COL, optimized=False)
+              kv_seg = lax.broadcast_in_dim(kv_seg, (bq, bk), [1])
+              ok = ok & masks.segment_visible(q_seg, kv_seg)
+            s = jnp.where(ok, s, _MASK)
+          m_new = jnp.maximum(m_i, s.max(axis=1))
+          p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
+        alpha = jnp.exp2(m_i - m_new)
+        acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+        l_i = l_i * alpha
+        p16 = p.astype(dtype)
+        if head_dim <= 128:
+          # Order found by the JAX/tokamax authors to schedule best for d<=128.
+          l_i = l_i + p.sum(axis=1)
+          acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
+        plgpu.barrier_arrive(sched)  # softmax done
+        plgpu.barrier_wait(v_bars.at[slot])
+        plgpu.barrier_wait(sched)  # tensor cores are mine
+        if head_dim > 128:
+          l_i = l_i + p.sum(axis=1)
+
+        # -- O += P V  [bq, H]; meanwhile wait for the next K tile
+        def wait_next_k():
+          @pl.when(ki + 1 < last)
+          def _():
+            plgpu.barrier_wait(k_bars.at[lax.rem(ki + 1, num_stages)])
+
+        if interpret:
+          # GPU interpret mode models neither a register operand of wgmma
+          # nor pl.run_state accumulators: same product, as a plain dot.
+          acc = acc + jnp.dot(p16, v_smems.at[slot][...],
+                              preferred_element_type=jnp.float32)
+          wait_next_k()
+        else:
+          def pv(acc_ref):
+            plgpu.wgmma(acc_ref, p16, v_smems.at[slot])
+            wait_next_k()
+          acc = pl.run_state(pv)(plgpu.ACC.init(acc))
+        plgpu.barrier_arrive(v_done.at[slot])
+        return acc, m_new, l_i
+
+      masked_step = functools.partial(step, masked=True)
+      plain_step = functools.partial(step, masked=False)
+      carry = (acc, m_i, l_i)
+      carry = lax.fori_loop(first, full_first, masked_step, carry)
+      carry = lax.fori_loop(full_first, full_last, plain_step, carry)
+      acc, m_i, l_i = lax.fori_loop(full_last, last, masked_step, carry)
+      pl.when(wg == 0)(rendezvous)  # balance consumer 1's head start
+
+      # -- epilogue: normalise; fully masked / padding rows give 0 and +inf
+      rows = plgpu.broadcasted_iota(jnp.int32, (bq, head_dim), 0,
+                                    layout=_WGMMA)
+      in_len = jnp.where(rows < q_len - q_base, 1.0, 0.0).max(axis=1)
+      ok = (m_i > 0.5 * _MASK) & (in_len > 0.5) & (l_i > 0.0)
+      l_safe = jnp.where(ok, l_i, 1.0)
+      inv = jnp.where(ok, 1.0 / l_safe, 0.0)
+      acc = acc * lax.broadcast_in_dim(inv, acc.shape, [0])
+      lse = jnp.where(ok, m_i * _LN2 + jnp.log(l_safe), jnp.inf)
+      q_smem[...] = acc.astype(dtype)  # Q is no longer read: reuse for O
+      lse_smem = lse_smems.at[wg]
+      lse_smem[...] = lse
+      plgpu.commit_smem()
+      plgpu.copy_smem_to_gmem(q_smem, out_ref.at[b, pl.ds(q_base, bq), n])
+      plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[b, n, pl.ds(q_base, bq)])
+      plgpu.wait_smem_to_gmem(0)
+
+    @pl.when(wg == _CONSUMERS)
+    def _producer():
+      plgpu.set_max_registers(40, action="decrease")
+      kv_head = lax.div(n, jnp.array(group, n.dtype))
+
+      def load(ki, slot, wait: bool):
+        rows = (b, pl.ds(ki * bk, bk), kv_head)
+        if wait:
+          plgpu.barrier_wait(k_done.at[slot])
+        plgpu.copy_gmem_to_smem(k_ref.at[rows], k_smems.at[slot], k_bars.at[slot])
+        if wait:
+          plgpu.barrier_wait(v_done.at[slot])
+        plgpu.copy_gmem_to_smem(v_ref.at[rows], v_smems.at[slot], v_bars.at[slot])
+
+      for i in range(num_stages):  # fill the ring
+        @pl.when(first + i < last)
+        def _():
+          load(first + i, lax.rem(first + i, num_stages), wait=False)
+
+      @pl.loop(first + num_stages, last)
+      def _(ki):
+        load(ki, lax.rem(ki, num_stages), wait=True)
+
+  tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+  smem = (
+      plgpu.SMEM((_CONSUMERS, bq, head_dim), dtype, transforms=tiled),
+      plgpu.SMEM((num_stages, bk, head_dim), dtype, transforms=tiled),
+      plgpu.SMEM((num_stages, bk, head_dim), dtype, transforms=tiled),
+      plgpu.SMEM((_CONSUMERS, bq), jnp.float32),
+  )
+  barriers = (
+      plgpu.Barrier(num_barriers=_CONSUMERS),  # Q loaded
+      plgpu.Barrier(num_barriers=num_stages),  # K slot loaded
+      plgpu.Barrier(num_barriers=num_stages),  # V slot loaded
+      plgpu.Barrier(num_arrivals=_CONSUMERS, num_barriers=num_stages),  # K read
+      plgpu.Barrier(num_arrivals=_CONSUMERS, num_barriers=num_stages),  # V read
+      plgpu.Barrier(num_arrivals=_CONSUMERS),  # ping-pong turn
+  )
+  pl.run_scoped(entry, smem, barriers, collective_axes="wg")
+
+
+# --------------------------------------------------------------------------
+# Wrapper
+# --------------------------------------------------------------------------
+
+
+def _tile_table(spec: masks.MaskSpec, arrays: masks.MaskArrays, q_len, kv_len,
+                offset, num_q_tiles: int, num_kv_tiles: int, rows: int,
+                block_kv: int):
+  """[B, num_q_tiles, 4] int32: (first, full_first, full_last, last) kv tiles.
+
+  Tiles in [first, full_first) and [full_last, last) get the element-wise
+  mask; [full_first, full_last) none; tiles outside [first, last) are skipped.
+  """
+  q_start = jnp.arange(num_q_tiles, dtype=jnp.int32)[None, :] * rows  # [1, Qt]
+  q_end = jnp.minimum(q_start + rows, q_len[:, None])  # [B, Qt]
+  lo, hi, full_lo, full_hi = masks.kv_bounds(
+      spec, q_start, q_end, kv_len[:, None], offset[:, None])
+  first, last, full_first, full_last = masks.tile_range(
+      lo, hi, full_lo, full_hi, block_kv)
+  if spec.has_segments:
+    # Skip leading / trailing kv tiles that share no segment with the q tile.
+    q_lo, q_hi = masks.segment_tile_ranges(arrays.q_segment_ids, rows)
+    k_lo, k_hi = masks.segment_tile_ranges(arrays.kv_segment_ids, block_kv)
+    q_lo, q_hi = q_lo[:, :num_q_tiles], q_hi[:, :num_q_tiles]
+    k_lo, k_hi = k_lo[:, :num_kv_tiles], k_hi[:, :num_kv_tiles]
+    overlap = ((k_lo[:, None, :] <= q_hi[:, :, None])
+               & (q_lo[:, :, None] <= k_hi[:, None, :]))  # [B, Qt, Kt]
+    kt = jnp.arange(overlap.shape[-1], dtype=jnp.int32)
+    seg_first = jnp.min(jnp.where(overlap, kt, num_kv_tiles), axis=-1)
+    seg_last = jnp.max(jnp.where(overlap, kt + 1, 0), axis=-1)
+    first = jnp.maximum(first, seg_first)
+    last = jnp.maximum(jnp.minimum(last, seg_last), first)
+    full_first = full_last = last  # segments need the mask on every tile
+  last = jnp.where(q_start < q_len[:, None], last, first)  # no rows: no work
+  full_first = jnp.clip(full_first, first, last)
+  full_last = jnp.clip(full_last, full_first, last)
+  table = jnp.broadcast_arrays(first, full_first, full_last, last)
+  return jnp.stack(table, axis=-1).astype(jnp.int32)
+
+
+def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
+  """Returns (out [B, T, N, H] q.dtype, lse [B, N, T] f32, +inf fully masked)."""
+  check_supported(params, q, k, v)
+  spec = params.spec
+  b, t, n, h = q.shape
+  _, s, kh, _ = k.shape
+  hp = _round_up(h, 64)
+  cfg = params.config or MosaicConfig.default(hp, spec.is_causal)
+  bq, bk = cfg.block_q, cfg.block_kv
+  rows = _CONSUMERS * bq
+  tp, sp = _round_up(t, rows), _round_up(s, bk)
+  num_q_tiles, num_kv_tiles = tp // rows, sp // bk
+
+  # Zero padding: head dim (q.k and p.v unchanged, extra columns sliced off),
+  # T (rows sliced off), S (keys past kv_len are masked).
+  if (tp, hp) != (t, h):
+    q = jnp.pad(q, ((0, 0), (0, tp - t), (0, 0), (0, hp - h)))
+  if (sp, hp) != (s, h):
+    k = jnp.pad(k, ((0, 0), (0, sp - s), (0, 0), (0, hp - h)))
+    v = jnp.pad(v, ((0, 0), (0, sp - s), (0, 0), (0, hp - h)))
+
+  q_len = jnp.clip(arrays.q_len.astype(jnp.int32), 0, t)
+  kv_len = jnp.clip(arrays.kv_len.astype(jnp.int32), 0, s)
+  offset = masks.diagonal_offset(spec, q_len, kv_len).astype(jnp.int32)
+  lens = jnp.stack([q_len, kv_len, offset], axis=-1)  # [B, 3]
+  tiles = _tile_table(spec, arrays, q_len, kv_len, offset, num_q_tiles,
+                      num_kv_tiles, rows, bk)
+  operands = [q, k, v, lens, tiles]
+  if spec.has_segments:
+    operands.append(jnp.pad(arrays.q_segment_ids.astype(jnp.int32),
+                            ((0, 0), (0, tp - t)), constant_values=-1))
+    operands.append(jnp.pad(arrays.kv_segment_ids.astype(jnp.int32),
+                            ((0, 0), (0, sp - s)), constant_values=-1))
+
+  kernel = functools.partial(
+      _attention_kernel, spec=spec, scale=float(params.scale),
+      cap=params.logits_soft_cap, block_q=bq, block_kv=bk,
+      num_stages=cfg.num_stages, num_q_tiles=num_q_tiles, group=n // kh,
+      longest_first=spec.is_causal, interpret=params.interpret)
+  kernel.__name__ = "pallas_flash_mosaic_fwd"
+  out, lse = plgpu.kernel(
+      kernel,
+      out_type=(jax.ShapeDtypeStruct((b, tp, n, hp), q.dtype),
+                jax.ShapeDtypeStruct((b, n, tp), jnp.float32)),
+      grid=(n, num_q_tiles, b),
+      grid_names=("heads", "q_tiles", "batch"),
+      num_threads=_CONSUMERS + 1,
+      thread_name="wg",
+      compiler_params=plgpu.CompilerParams(approx_math=True),
+      interpret=plgpu.InterpretGPUParams() if params.interpret else None,
+  )(*operands)
+  return out[:, :t, :, :h], lse[:, :, :t]
