@@ -63,10 +63,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
   def body(tile_q, carry, *, g, masked: bool):
     dk, dv = carry
     q_start = tile_q * block_q
-    q = tiles.load_rows(q_ref.at[:, g], q_start, block_q, t, head_dim)
-    do = tiles.load_rows(do_ref.at[:, g], q_start, block_q, t, head_dim)
-    lse2 = tiles.load_vec(lse_ref.at[g], q_start, block_q, t, jnp.inf) * tiles.LOG2E
-    delta = tiles.load_vec(delta_ref.at[g], q_start, block_q, t, 0.0)
+    q = tiles.load_rows(q_ref, q_start, block_q, t, head_dim, head=g)
+    do = tiles.load_rows(do_ref, q_start, block_q, t, head_dim, head=g)
+    lse2 = tiles.load_vec(lse_ref, q_start, block_q, t, jnp.inf, head=g) * tiles.LOG2E
+    delta = tiles.load_vec(delta_ref, q_start, block_q, t, 0.0, head=g)
     s2, th = tiles.scores(q, k, scale=scale, cap=cap)  # [block_q, block_k]
     if masked:
       q_seg = (tiles.load_vec(q_seg_ref, q_start, block_q, t, -1)

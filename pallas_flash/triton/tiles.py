@@ -75,17 +75,27 @@ def prepare_mask_inputs(arrays: masks.MaskArrays, spec: masks.MaskSpec, *,
   return operands, specs
 
 
-def load_rows(ref, start, block: int, limit: int, head_dim: int, other=0.0):
-  """Loads rows [start, start + block) of a [rows, Hp] ref, zero outside."""
+def load_rows(ref, start, block: int, limit: int, head_dim: int, head=None):
+  """Rows [start, start + block) of a [rows, Hp] (or [rows, G, Hp]) ref, 0 outside.
+
+  ``head`` picks the head of a [rows, G, Hp] ref (Triton lowering takes one
+  indexer per load, so the head is folded into the same index).
+  """
   rows = start + jnp.arange(block)
   head_dim_padded = ref.shape[-1]
   mask = (rows < limit)[:, None] & (jnp.arange(head_dim_padded) < head_dim)[None, :]
-  return plgpu.load(ref.at[pl.ds(start, block), :], mask=mask, other=other)
+  if head is None:
+    idx = (pl.ds(start, block), slice(None))
+  else:
+    idx = (pl.ds(start, block), head, slice(None))
+  return plgpu.load(ref.at[idx], mask=mask, other=0.0)
 
 
-def load_vec(ref, start, block: int, limit: int, other):
+def load_vec(ref, start, block: int, limit: int, other, head=None):
+  """Entries [start, start + block) of a [n] (or [G, n]) ref, ``other`` outside."""
   idx = start + jnp.arange(block)
-  return plgpu.load(ref.at[pl.ds(start, block)], mask=idx < limit, other=other)
+  sl = pl.ds(start, block) if head is None else (head, pl.ds(start, block))
+  return plgpu.load(ref.at[sl], mask=idx < limit, other=other)
 
 
 def store_rows(ref, value, start, block: int, limit: int, head_dim: int):
@@ -131,13 +141,13 @@ def tile_visible(spec: masks.MaskSpec, inputs: TileInputs, *, q_start, k_start,
     kv_seg = load_vec(inputs.kv_seg, k_start, block_k, s, -1)
     ok &= masks.segment_visible(q_seg[:, None], kv_seg[None, :])
   if spec.dense_mask_shape is not None:
-    ref = inputs.mask if head is None else inputs.mask.at[head]
     _, _, tm, sm = spec.dense_mask_shape
     # Size-1 (broadcast) dims are read as length-1 slices and broadcast.
     q_rows = pl.ds(q_start, block_q) if tm > 1 else pl.ds(0, 1)
     k_cols = pl.ds(k_start, block_k) if sm > 1 else pl.ds(0, 1)
     in_bounds = ((rows < t) if tm > 1 else True) & ((cols < s) if sm > 1 else True)
-    m = plgpu.load(ref.at[q_rows, k_cols], mask=in_bounds, other=0)
+    idx = (q_rows, k_cols) if head is None else (head, q_rows, k_cols)
+    m = plgpu.load(inputs.mask.at[idx], mask=in_bounds, other=0)
     ok &= m != 0
   return ok
 
