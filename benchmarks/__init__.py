@@ -1,0 +1,1 @@
+"""Benchmarks of pallas_flash against its peers (``python -m benchmarks.run``)."""

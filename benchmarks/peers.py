@@ -1,0 +1,209 @@
+"""The implementations the benchmark times: ours and the peers, each optional.
+
+Every entry is an ``Impl`` whose ``build(workload, inputs)`` returns
+``(fn, aux)`` with ``fn(q, k, v, aux) -> out`` ([B, T, N, H]) and ``aux`` a
+dict of the extra arrays (mask, segment ids, lengths) passed through ``jit``
+as arguments (never baked in as constants).  ``build`` raises
+``NotImplementedError`` with the reason when the implementation cannot take
+the workload (or is not installed / not on this device); the harness then
+reports "did not run: <reason>".  Anything raised later (compile, run) is
+reported the same way.
+
+Peers, with their signatures read from the installed sources:
+
+* ``cudnn`` / ``xla``: ``jax.nn.dot_product_attention(q, k, v, bias, mask, *,
+  scale, is_causal, query_seq_lengths, key_value_seq_lengths,
+  local_window_size, implementation)``.  No segment ids: packed documents are
+  given to it as a dense ``[B, 1, T, S]`` boolean mask.
+* ``jax-mha``: ``jax.experimental.pallas.ops.gpu.attention.mha(q, k, v,
+  segment_ids, sm_scale=1.0, causal=False, block_sizes=BlockSizes.get_default(),
+  ...)``, [B, T, N, H]; sm_scale is passed explicitly as 1/sqrt(H) (its
+  default is 1.0); T and S must be multiples of its block (128); K must equal
+  N (its BlockSpecs index K/V by the query head); no lengths.
+* ``jax-mgpu``: ``jax.experimental.pallas.ops.gpu.attention_mgpu.attention(q,
+  k, v, config: TuningConfig, save_residuals=False)``, Hopper only, H a
+  multiple of 64, f16/bf16, GQA, causal forward but no causal backward, no
+  masks other than causal.  It takes **no scale**: it computes
+  ``softmax(q k^T) v``, so we give it the same q and check it against the
+  reference with scale 1 (the FLOPs are the same).  Config: the one from its
+  own tests (block_q 64, block_kv 128 (64 for H=256), 2 stages; backward
+  blocks dq 64x128, dkv 128x64, 2 compute warpgroups for H <= 128).
+* ``tokamax-mosaic`` / ``tokamax-triton``: ``tokamax.dot_product_attention(q,
+  k, v, bias, mask, *, scale, is_causal, query_seq_lengths,
+  key_value_seq_lengths, local_window_size, logits_soft_cap, precision,
+  implementation, q_sharding)`` (tokamax 0.0.17).  No segment ids: packed
+  documents go in as a dense mask.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+from typing import Any, Callable
+
+import jax
+
+from benchmarks import workloads as wl
+
+
+def on_gpu() -> bool:
+  return jax.default_backend() == "gpu"
+
+
+def is_hopper() -> bool:
+  try:
+    return str(getattr(jax.devices()[0], "compute_capability", "")).startswith("9")
+  except Exception:  # pragma: no cover
+    return False
+
+
+@dataclasses.dataclass(frozen=True)
+class Impl:
+  name: str
+  ours: bool
+  build: Callable[[wl.Workload, wl.Inputs], tuple[Callable, dict]]
+  # Logit scale the implementation applies (what the reference must use).
+  ref_scale: Callable[[wl.Workload], float] = lambda w: 1.0 / math.sqrt(w.head_dim)
+  note: str = ""
+
+
+def _aux(x: wl.Inputs, **extra) -> dict[str, Any]:
+  return dict(seg=x.segment_ids, ql=x.q_lengths, kl=x.kv_lengths, **extra)
+
+
+# ------------------------------------------------------------------ ours
+
+
+def _ours(backend: str):
+  def build(w: wl.Workload, x: wl.Inputs):
+    if backend == "mosaic":
+      if not (on_gpu() and is_hopper()):
+        raise NotImplementedError("the Mosaic GPU kernel needs a Hopper GPU")
+      if importlib.util.find_spec("pallas_flash.mosaic.forward") is None:
+        raise NotImplementedError("pallas_flash.mosaic.forward does not exist yet")
+    from pallas_flash import flash_attention
+
+    def fn(q, k, v, aux):
+      return flash_attention(
+          q, k, v, is_causal=w.causal, implementation=backend,
+          query_segment_ids=aux["seg"], query_seq_lengths=aux["ql"],
+          key_value_seq_lengths=aux["kl"])
+    return fn, _aux(x)
+  return build
+
+
+# ------------------------------------------------------------------ jax.nn
+
+
+def _jax_nn(implementation: str):
+  def build(w: wl.Workload, x: wl.Inputs):
+    if implementation == "cudnn" and not on_gpu():
+      raise NotImplementedError("cuDNN needs an NVIDIA GPU")
+
+    def fn(q, k, v, aux):
+      return jax.nn.dot_product_attention(
+          q, k, v, mask=aux["mask"], is_causal=w.causal,
+          query_seq_lengths=aux["ql"], key_value_seq_lengths=aux["kl"],
+          implementation=implementation)
+    return fn, _aux(x, mask=wl.dense_mask(x, w.causal))
+  return build
+
+
+# ------------------------------------------------------------------ JAX Pallas ops
+
+
+def _jax_mha(w: wl.Workload, x: wl.Inputs):
+  from jax.experimental.pallas.ops.gpu import attention as pallas_attention
+  if w.kv_heads != w.heads:
+    raise NotImplementedError(f"no GQA: needs num_kv_heads == num_heads, got "
+                              f"K={w.kv_heads}, N={w.heads}")
+  if x.q_lengths is not None:
+    raise NotImplementedError("no sequence lengths (padding)")
+  block = pallas_attention.BlockSizes.get_default()
+  for b in (block.block_q, block.block_k):
+    if w.seqlen % min(b, w.seqlen):
+      raise NotImplementedError(f"seqlen {w.seqlen} not a multiple of block {b}")
+  sm_scale = 1.0 / math.sqrt(w.head_dim)
+  interpret = not on_gpu()
+
+  def fn(q, k, v, aux):
+    return pallas_attention.mha(q, k, v, aux["seg"], sm_scale=sm_scale,
+                                causal=w.causal, interpret=interpret)
+  return fn, _aux(x)
+
+
+def _mgpu_config(w: wl.Workload):
+  from jax.experimental.pallas.ops.gpu import attention_mgpu
+  small = w.head_dim <= 128
+  return attention_mgpu.TuningConfig(
+      block_q=64, block_kv=128 if small else 64, max_concurrent_steps=2,
+      causal=w.causal, compute_wgs_bwd=2 if small else 1,
+      block_q_dq=64, block_kv_dq=128, block_q_dkv=128, block_kv_dkv=64)
+
+
+def _jax_mgpu(w: wl.Workload, x: wl.Inputs):
+  if not (on_gpu() and is_hopper()):
+    raise NotImplementedError("Mosaic GPU FA3 needs a Hopper (sm90) GPU")
+  if w.kind != "dense":
+    raise NotImplementedError("no segment ids, lengths or masks other than causal")
+  if w.head_dim % 64:
+    raise NotImplementedError(f"head_dim {w.head_dim} not a multiple of 64")
+  from jax.experimental.pallas.ops.gpu import attention_mgpu
+  config = _mgpu_config(w)
+
+  def fn(q, k, v, aux):
+    del aux
+    return attention_mgpu.attention(q, k, v, config)
+  return fn, _aux(x)
+
+
+# ------------------------------------------------------------------ tokamax
+
+
+def _tokamax(implementation: str):
+  def build(w: wl.Workload, x: wl.Inputs):
+    if not on_gpu():
+      raise NotImplementedError(f"tokamax {implementation} is benchmarked on GPU only")
+    try:
+      import tokamax
+    except Exception as e:  # ImportError, or a missing dependency inside
+      raise NotImplementedError(f"tokamax not importable ({type(e).__name__}: {e})") from e
+
+    def fn(q, k, v, aux):
+      return tokamax.dot_product_attention(
+          q, k, v, mask=aux["mask"], is_causal=w.causal,
+          query_seq_lengths=aux["ql"], key_value_seq_lengths=aux["kl"],
+          implementation=implementation)
+    return fn, _aux(x, mask=wl.dense_mask(x, w.causal))
+  return build
+
+
+def tokamax_version() -> str | None:
+  try:
+    import tokamax
+    return getattr(tokamax, "__version__", "?")
+  except Exception:
+    return None
+
+
+IMPLS: dict[str, Impl] = {
+    i.name: i for i in (
+        Impl("ours-triton", True, _ours("triton"),
+             note="pallas_flash.flash_attention(implementation='triton')"),
+        Impl("ours-mosaic", True, _ours("mosaic"),
+             note="pallas_flash.flash_attention(implementation='mosaic')"),
+        Impl("cudnn", False, _jax_nn("cudnn"),
+             note="jax.nn.dot_product_attention(implementation='cudnn')"),
+        Impl("xla", False, _jax_nn("xla"),
+             note="jax.nn.dot_product_attention(implementation='xla')"),
+        Impl("jax-mha", False, _jax_mha,
+             note="jax.experimental.pallas.ops.gpu.attention.mha (Pallas-Triton)"),
+        Impl("jax-mgpu", False, _jax_mgpu, ref_scale=lambda w: 1.0,
+             note="jax.experimental.pallas.ops.gpu.attention_mgpu.attention "
+                  "(Mosaic GPU FA3; no scale argument: checked with scale 1)"),
+        Impl("tokamax-mosaic", False, _tokamax("mosaic"),
+             note="tokamax.dot_product_attention(implementation='mosaic')"),
+        Impl("tokamax-triton", False, _tokamax("triton"),
+             note="tokamax.dot_product_attention(implementation='triton')"),
+    )
+}

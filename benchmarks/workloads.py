@@ -1,0 +1,257 @@
+"""Named attention workloads, shared by the benchmark and the tests.
+
+Letters: B batch, T query length, S key/value length, N query heads,
+K key/value heads, H head dim.  Layout [B, T, N, H] everywhere.
+
+The FlashAttention papers' convention: B * T = 16384 tokens, hidden
+N * H = 2048 (so N = 2048 / H), T = S from 512 to 16384, H in {64, 128, 256},
+causal and not, bf16 and fp16.  FLOPs of the forward are 4 * B * N * T * S * H
+(halved when causal); the backward does 2.5 times the forward's FLOPs.
+
+Besides those, a few shapes from real models:
+
+* ``gqa``: Llama-3-8B-like attention, 32 query heads over 8 kv heads, H=128,
+  causal, T=4096.
+* ``packed``: documents of random length packed into each row, told apart by
+  segment ids, causal (LM pre-training with packing), 16 heads, H=128.
+* ``padded``: padded batch with per-row query/kv lengths, non-causal
+  (encoder-style), 16 heads, H=128.
+
+For the masked shapes (``packed``, ``padded``) the FLOPs count only the
+(query, key) pairs that are visible, computed exactly from the generated
+segment ids / lengths, so TFLOP/s there is useful work per second, not a
+dense-equivalent.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Kind = Literal["dense", "packed", "padded"]
+
+TOKENS = 16384
+HIDDEN = 2048
+SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
+HEAD_DIMS = (64, 128, 256)
+DTYPES = ("bfloat16", "float16")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Workload:
+  """One benchmark cell: shapes, masking and dtype (hashable, no arrays)."""
+
+  name: str  # "convention", "gqa", "packed", "padded", "smoke", ...
+  batch: int
+  seqlen: int  # T == S for every workload here
+  heads: int  # N
+  kv_heads: int  # K
+  head_dim: int  # H
+  causal: bool
+  dtype: str  # "bfloat16" | "float16"
+  kind: Kind = "dense"
+  seed: int = 0
+
+  @property
+  def label(self) -> str:
+    c = "C" if self.causal else "N"
+    gqa = f" N{self.heads}/K{self.kv_heads}" if self.kv_heads != self.heads else ""
+    dt = {"bfloat16": "bf16", "float16": "fp16"}.get(self.dtype, self.dtype)
+    return (f"{self.name} {dt} d{self.head_dim} S{_k(self.seqlen)} {c}"
+            f" B{self.batch}{gqa}")
+
+  @property
+  def config_key(self) -> tuple:
+    """What a TFLOP/s-vs-seqlen curve holds fixed."""
+    return (self.name, self.dtype, self.head_dim, self.causal, self.kind,
+            self.heads, self.kv_heads)
+
+  @property
+  def config_label(self) -> str:
+    dt = {"bfloat16": "bf16", "float16": "fp16"}.get(self.dtype, self.dtype)
+    c = "causal" if self.causal else "non-causal"
+    return f"{self.name} {dt} d{self.head_dim} {c}"
+
+
+def _k(n: int) -> str:
+  return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def convention(*, seqlens=SEQLENS, head_dims=HEAD_DIMS, causals=(False, True),
+               dtypes=DTYPES, tokens=TOKENS, hidden=HIDDEN,
+               name="convention") -> list[Workload]:
+  """The FlashAttention papers' sweep: B*T = tokens, N*H = hidden."""
+  out = []
+  for dtype in dtypes:
+    for h in head_dims:
+      for causal in causals:
+        for t in seqlens:
+          b = max(1, tokens // t)
+          n = max(1, hidden // h)
+          out.append(Workload(name=name, batch=b, seqlen=t, heads=n,
+                              kv_heads=n, head_dim=h, causal=causal,
+                              dtype=dtype))
+  return out
+
+
+def real_models(*, dtypes=("bfloat16",), scale: int = 1) -> list[Workload]:
+  """GQA, packed documents and padded batches; ``scale`` divides the sizes
+  (1 on the GPU; larger on CPU for a smoke run)."""
+  out = []
+  for dtype in dtypes:
+    t = 4096 // scale
+    out.append(Workload(name="gqa", batch=max(1, 4 // scale), seqlen=t,
+                        heads=max(4, 32 // scale), kv_heads=max(1, 8 // scale),
+                        head_dim=128 // min(scale, 4), causal=True, dtype=dtype))
+    out.append(Workload(name="packed", batch=max(1, 4 // scale), seqlen=t,
+                        heads=max(2, 16 // scale), kv_heads=max(2, 16 // scale),
+                        head_dim=128 // min(scale, 4), causal=True, dtype=dtype,
+                        kind="packed"))
+    t = 2048 // scale
+    out.append(Workload(name="padded", batch=max(2, 8 // scale), seqlen=t,
+                        heads=max(2, 16 // scale), kv_heads=max(2, 16 // scale),
+                        head_dim=128 // min(scale, 4), causal=False,
+                        dtype=dtype, kind="padded"))
+  return out
+
+
+def memory_sweep(*, seqlens=(1024, 4096, 16384, 32768, 65536, 131072),
+                 head_dim=128, heads=16, dtype="bfloat16",
+                 causal=False) -> list[Workload]:
+  """Batch 1, fixed heads, growing T: peak memory of fwd+bwd vs seqlen."""
+  return [Workload(name="memory", batch=1, seqlen=t, heads=heads,
+                   kv_heads=heads, head_dim=head_dim, causal=causal,
+                   dtype=dtype) for t in seqlens]
+
+
+# --------------------------------------------------------------------------
+# Inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+  """Arrays of one workload (on the default device)."""
+
+  q: jax.Array  # [B, T, N, H]
+  k: jax.Array  # [B, S, K, H]
+  v: jax.Array  # [B, S, K, H]
+  do: jax.Array  # [B, T, N, H] cotangent (zero on padded query rows)
+  segment_ids: jax.Array | None = None  # [B, T] int32 (packed)
+  q_lengths: jax.Array | None = None  # [B] int32 (padded)
+  kv_lengths: jax.Array | None = None  # [B] int32 (padded)
+  visible_pairs: float = 0.0  # visible (query, key) pairs summed over B
+
+
+def packed_segment_ids(batch: int, seqlen: int, seed: int) -> np.ndarray:
+  """Documents of random length (64 .. seqlen/2 tokens), packed per row."""
+  rng = np.random.default_rng(seed)
+  ids = np.zeros((batch, seqlen), np.int32)
+  lo, hi = min(64, seqlen), max(min(64, seqlen) + 1, seqlen // 2)
+  for b in range(batch):
+    pos, doc = 0, 0
+    while pos < seqlen:
+      n = int(rng.integers(lo, hi))
+      ids[b, pos:pos + n] = doc
+      pos += n
+      doc += 1
+  return ids
+
+
+def padded_lengths(batch: int, seqlen: int, seed: int) -> np.ndarray:
+  """Per-row lengths drawn uniformly from [seqlen/4, seqlen]."""
+  rng = np.random.default_rng(seed + 1)
+  return rng.integers(max(1, seqlen // 4), seqlen + 1, size=batch).astype(np.int32)
+
+
+def visible_pairs(w: Workload, segment_ids=None, q_lengths=None,
+                  kv_lengths=None) -> float:
+  """(query, key) pairs that attend, summed over the batch (per head).
+
+  For dense workloads this is the convention's T*S (times 0.5 when causal),
+  not the exact T*(T+1)/2, so that TFLOP/s match the published numbers.
+  """
+  t = s = w.seqlen
+  if w.kind == "dense":
+    return w.batch * t * s * (0.5 if w.causal else 1.0)
+  if w.kind == "packed":
+    total = 0.0
+    for row in np.asarray(segment_ids):
+      _, counts = np.unique(row, return_counts=True)
+      if w.causal:
+        total += float(np.sum(counts * (counts + 1) / 2))
+      else:
+        total += float(np.sum(counts.astype(np.float64) ** 2))
+    return total
+  if w.kind == "padded":
+    ql = np.asarray(q_lengths, np.float64)
+    kl = np.asarray(kv_lengths, np.float64)
+    if w.causal:
+      return float(np.sum([min(a, b) * (min(a, b) + 1) / 2 for a, b in zip(ql, kl)]))
+    return float(np.sum(ql * kl))
+  raise ValueError(f"unknown workload kind {w.kind!r}")
+
+
+def flops(w: Workload, pairs: float, mode: str) -> float:
+  """FLOPs by the convention: forward 4 * N * H * pairs, backward 2.5x that,
+  fwd+bwd 3.5x."""
+  fwd = 4.0 * w.heads * w.head_dim * pairs
+  return {"fwd": fwd, "bwd": 2.5 * fwd, "fwdbwd": 3.5 * fwd}[mode]
+
+
+def make_inputs(w: Workload) -> Inputs:
+  """Fresh random normal q, k, v, do (never zeros), plus masks."""
+  dtype = jnp.dtype(w.dtype)
+  key = jax.random.key(w.seed)
+  kq, kk, kv, kd = jax.random.split(key, 4)
+  b, t, n, kh, h = w.batch, w.seqlen, w.heads, w.kv_heads, w.head_dim
+  q = jax.random.normal(kq, (b, t, n, h), dtype)
+  k = jax.random.normal(kk, (b, t, kh, h), dtype)
+  v = jax.random.normal(kv, (b, t, kh, h), dtype)
+  do = jax.random.normal(kd, (b, t, n, h), dtype)
+  seg = ql = kl = None
+  if w.kind == "packed":
+    seg_np = packed_segment_ids(b, t, w.seed)
+    seg = jnp.asarray(seg_np)
+    pairs = visible_pairs(w, segment_ids=seg_np)
+  elif w.kind == "padded":
+    ql_np = padded_lengths(b, t, w.seed)
+    kl_np = ql_np.copy()  # self-attention over a padded batch
+    ql, kl = jnp.asarray(ql_np), jnp.asarray(kl_np)
+    pairs = visible_pairs(w, q_lengths=ql_np, kv_lengths=kl_np)
+    row_valid = jnp.arange(t)[None, :] < ql[:, None]  # [B, T]
+    do = jnp.where(row_valid[:, :, None, None], do, jnp.zeros_like(do))
+  else:
+    pairs = visible_pairs(w)
+  return Inputs(q=q, k=k, v=v, do=do, segment_ids=seg, q_lengths=ql,
+                kv_lengths=kl, visible_pairs=pairs)
+
+
+def dense_mask(inputs: Inputs, causal: bool) -> jax.Array | None:
+  """[B, 1, T, S] boolean mask equivalent to the segment ids (and causal),
+  for peers that take only a dense mask.  None for unsegmented inputs."""
+  if inputs.segment_ids is None:
+    return None
+  seg = inputs.segment_ids
+  m = seg[:, None, :, None] == seg[:, None, None, :]
+  if causal:
+    t = seg.shape[1]
+    m = m & (jnp.arange(t)[:, None] >= jnp.arange(t)[None, :])
+  return m
+
+
+def bytes_of(w: Workload) -> int:
+  """Bytes of q, k, v, o (one pass each): the memory floor of the forward."""
+  itemsize = jnp.dtype(w.dtype).itemsize
+  return itemsize * w.batch * w.seqlen * w.head_dim * (2 * w.heads + 2 * w.kv_heads)
+
+
+def describe_convention() -> str:
+  return (f"B*T = {TOKENS} tokens, hidden {HIDDEN} (N = {HIDDEN} / H), "
+          f"T = S in {SEQLENS}, H in {HEAD_DIMS}")
+
+
+__all__ = ["Workload", "Inputs", "convention", "real_models", "memory_sweep",
+           "make_inputs", "flops", "visible_pairs", "dense_mask"]
