@@ -1,0 +1,72 @@
+"""The benchmark harness's CPU smoke path: it runs, checks against the
+reference, and reports which implementations ran and which did not."""
+import dataclasses
+import json
+
+import jax
+import pytest
+
+from benchmarks import run, workloads
+
+
+def test_smoke_table(tmp_path):
+  if jax.default_backend() == "gpu":
+    pytest.fail("this test is for the CPU smoke path; on a GPU run "
+                "`python -m benchmarks.run --quick` instead")
+  out = tmp_path / "bench"
+  rc = run.main(["--impls", "xla", "cudnn", "jax-mgpu", "--workloads",
+                 "convention", "padded", "memory", "--seqlens", "128",
+                 "--causal", "no", "--memory-seqlens", "128", "256",
+                 "--reps", "2", "--no-plots", "--out", str(out)])
+  assert rc == 0
+  data = json.loads((out / "results.json").read_text())
+  assert data["smoke"] is True
+  ran = {r["impl"] for r in data["results"] if r["status_fwd"] == "ok"}
+  assert "xla" in ran
+  assert not ran & {"cudnn", "jax-mgpu"}  # no GPU: reported, not run
+  table = (out / "table.md").read_text()
+  for name in ran:
+    assert name in table
+  for r in data["results"]:
+    if r["impl"] == "xla":
+      assert r["err_fwd"] < run.FWD_TOL[r["workload"]["dtype"]]
+      assert r["tflops_fwd"] > 0 and r["tflops_bwd"] > 0
+  report = (out / "RESULTS.md").read_text()
+  assert "CPU SMOKE RUN" in report
+  assert "cudnn" in report and "did not run" in report
+  assert "python -m benchmarks.run --impls xla" in report
+  # The O(T^2) path's memory grows about 4x per doubling of T.
+  mem = {r["seqlen"]: r["bytes"] for r in data["memory"] if r["impl"] == "xla"}
+  assert mem[256] > 2.5 * mem[128]
+
+
+def test_wrong_result_is_reported_not_timed(tmp_path, monkeypatch):
+  """An implementation that returns a wrong output is reported as wrong."""
+  from benchmarks import peers
+
+  def build(w, x):
+    fn, aux = peers._jax_nn("xla")(w, x)
+    return (lambda q, k, v, aux: fn(q, k, v, aux) * 1.5), aux
+
+  bad = dataclasses.replace(peers.IMPLS["xla"], name="xla", build=build)
+  monkeypatch.setitem(peers.IMPLS, "xla", bad)
+  out = tmp_path / "bench"
+  run.main(["--impls", "xla", "--workloads", "convention", "--seqlens", "128",
+            "--causal", "no", "--reps", "2", "--no-plots", "--out", str(out)])
+  data = json.loads((out / "results.json").read_text())
+  (r,) = data["results"]
+  assert r["status_fwd"].startswith("wrong")
+  assert "t_fwd_s" not in r and "tflops_fwd" not in r
+
+
+def test_flops_convention():
+  w = workloads.Workload(name="convention", batch=4, seqlen=4096, heads=16,
+                         kv_heads=16, head_dim=128, causal=True,
+                         dtype="bfloat16")
+  pairs = workloads.visible_pairs(w)
+  assert workloads.flops(w, pairs, "fwd") == 4 * 4 * 16 * 4096 * 4096 * 128 * 0.5
+  assert workloads.flops(w, pairs, "bwd") == 2.5 * workloads.flops(w, pairs, "fwd")
+  seg = workloads.packed_segment_ids(2, 512, seed=0)
+  wp = dataclasses.replace(w, kind="packed", batch=2, seqlen=512)
+  assert 0 < workloads.visible_pairs(wp, segment_ids=seg) < 2 * 512 * 513 / 2
+
