@@ -278,6 +278,14 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
       def _(ki):
         load(ki, lax.rem(ki, num_stages), wait=True)
 
+      # Drain: observe the consumers' release of the last slots, so that no
+      # barrier phase is left unobserved when the barriers are freed.
+      @pl.loop(jnp.maximum(first, last - num_stages), last)
+      def _(ki):
+        slot = lax.rem(ki, num_stages)
+        plgpu.barrier_wait(k_done.at[slot])
+        plgpu.barrier_wait(v_done.at[slot])
+
   tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
   smem = (
       plgpu.SMEM((_CONSUMERS, bq, head_dim), dtype, transforms=tiled),
