@@ -2,7 +2,7 @@
 
 A frozen, validated config; ``TritonConfig.default(head_dim, ...)`` is the
 per-device heuristic.  Every default constant is backed by a measurement in
-``benchmarks/RESULTS.md`` (block-size sweep, H100, JAX 0.11.2).
+``benchmarks/RESULTS.md`` (block-size sweep, H200, JAX 0.11.2).
 """
 from __future__ import annotations
 
@@ -25,15 +25,15 @@ class TritonConfig:
     num_warps_bwd, num_stages_bwd: backward launch parameters.
   """
 
-  block_q: int = 128
+  block_q: int = 64
   block_k: int = 64
   num_warps: int = 4
   num_stages: int = 3
   block_q_dkv: int = 64
-  block_k_dkv: int = 128
-  block_q_dq: int = 128
+  block_k_dkv: int = 64
+  block_q_dq: int = 64
   block_k_dq: int = 64
-  num_warps_bwd: int = 8
+  num_warps_bwd: int = 4
   num_stages_bwd: int = 2
 
   def __post_init__(self):
@@ -46,17 +46,26 @@ class TritonConfig:
 
   @classmethod
   def default(cls, head_dim: int) -> "TritonConfig":
-    """Per-head-dim default, measured on H100 (see benchmarks/RESULTS.md)."""
+    """Per-head-dim default.
+
+    Measured on an H200, JAX 0.11.2, bf16, B*S = 16384, S = 4096, mean of
+    causal and non-causal (benchmarks/RESULTS.md, "Triton block sweep"):
+    d64 forward (64, 64, 4 warps, 3 stages) 211 TFLOP/s vs 185-199 for the
+    128-row tiles; d128 forward (128, 32, 4, 3) 231 vs 206-218; backward
+    64x64 tiles, 4 warps, 2 stages 256 (d64) / 321 (d128) TFLOP/s vs 53-226
+    for 128-wide tiles or 8 warps (register spills).  d > 128 halves the tiles
+    to stay inside the 227 KiB of shared memory.
+    """
     if head_dim <= 64:
-      return cls(block_q=128, block_k=64, num_warps=4, num_stages=3,
-                 block_q_dkv=64, block_k_dkv=128, block_q_dq=128,
-                 block_k_dq=64, num_warps_bwd=8, num_stages_bwd=2)
+      return cls(block_q=64, block_k=64, num_warps=4, num_stages=3,
+                 block_q_dkv=64, block_k_dkv=64, block_q_dq=64, block_k_dq=64,
+                 num_warps_bwd=4, num_stages_bwd=2)
     if head_dim <= 128:
-      return cls(block_q=128, block_k=64, num_warps=8, num_stages=3,
-                 block_q_dkv=64, block_k_dkv=128, block_q_dq=128,
-                 block_k_dq=64, num_warps_bwd=8, num_stages_bwd=2)
+      return cls(block_q=128, block_k=32, num_warps=4, num_stages=3,
+                 block_q_dkv=64, block_k_dkv=64, block_q_dq=64, block_k_dq=64,
+                 num_warps_bwd=4, num_stages_bwd=2)
     return cls(block_q=64, block_k=32, num_warps=4, num_stages=2,
-               block_q_dkv=32, block_k_dkv=64, block_q_dq=64, block_k_dq=32,
+               block_q_dkv=32, block_k_dkv=32, block_q_dq=32, block_k_dq=32,
                num_warps_bwd=4, num_stages_bwd=2)
 
   def fit(self, t: int, s: int) -> "TritonConfig":
