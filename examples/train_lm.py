@@ -133,9 +133,10 @@ def main(argv=None) -> int:
   args = p.parse_args(argv)
 
   on_gpu = jax.default_backend() == "gpu"
-  # The float32 reference (CPU) agrees with Flax to rounding; the kernels use
-  # tensor-core dots (TF32 for float32 inputs), so allow ~1e-2 there.
-  tol = 2e-2 if on_gpu else 1e-4
+  # The check runs with exact float32 matmuls (no TF32 on the Flax side); the
+  # f32 reference then agrees with Flax to rounding, the kernels (exact f32
+  # dots, another summation order) to a little more.
+  tol = 1e-3 if on_gpu else 1e-4
   data = np.frombuffer(stdlib_corpus(), np.uint8)
   print(f"jax {jax.__version__} on {jax.devices()[0].device_kind}; corpus "
         f"{len(data) / 1e3:.0f} kB of stdlib docstrings; attention "
@@ -177,8 +178,9 @@ def main(argv=None) -> int:
   # -- cross-check against Flax's own attention on the first steps
   for step in range(args.check_steps):
     batch = sample_batch()
-    loss, grads = grad_fn(params, batch)
-    flax_loss, flax_grads = flax_grad_fn(params, batch)
+    with jax.default_matmul_precision("float32"):
+      loss, grads = grad_fn(params, batch)
+      flax_loss, flax_grads = flax_grad_fn(params, batch)
     errs = grad_errors(grads, flax_grads)
     worst = max(jax.tree.leaves(errs))
     loss_err = abs(float(loss) - float(flax_loss)) / abs(float(flax_loss))
