@@ -24,6 +24,7 @@ from flax import nnx
 
 import pallas_flash.flax as pf
 from pallas_flash.flax import linen as pf_linen
+from pallas_flash.flax import nnx as pf_nnx
 
 ON_GPU = jax.default_backend() == "gpu"
 # The kernels' float32 dots are exact (no TF32) but sum in another order.
@@ -322,6 +323,49 @@ def test_linen_layer_gqa(num_kv_heads):
   out_b, g_b = _linen_value_and_grad(theirs, params, x,
                                      nn.make_causal_mask(x[..., 0]))
   _assert_same(out_a, out_b, g_a, g_b)
+
+
+# --------------------------------------------------------------------------
+# The nnx layer against flax.nnx.MultiHeadAttention
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("num_kv_heads", [None, 2])
+@pytest.mark.parametrize("name", ["causal_padding", "left_padding", "cross"])
+def test_nnx_layer_matches_flax(name, num_kv_heads):
+  kw = dict(num_heads=HEADS, in_features=F, num_kv_heads=num_kv_heads)
+  ours = pf_nnx.MultiHeadAttention(rngs=nnx.Rngs(0), **kw)
+  theirs = nnx.MultiHeadAttention(rngs=nnx.Rngs(0), decode=False, **kw)
+  chex.assert_trees_all_equal(nnx.state(ours, nnx.Param),
+                              nnx.state(theirs, nnx.Param))
+  xq = _inputs(B, T, F)
+  args, row_weight = (xq,), None
+  if name == "causal_padding":
+    valid = _valid([T - 2, 6], T)
+    ours_kw = dict(is_causal=True, seq_lengths=jnp.array([T - 2, 6]))
+    theirs_kw = dict(is_causal=True, mask=nnx.make_attention_mask(valid, valid))
+    row_weight = valid.astype(jnp.float32)
+  elif name == "left_padding":
+    valid = jnp.stack([jnp.arange(T) >= 3, jnp.arange(T) >= 0])
+    ours_kw = dict(padding_mask=valid)
+    theirs_kw = dict(mask=nnx.make_attention_mask(valid, valid))
+    row_weight = valid.astype(jnp.float32)
+  else:
+    args = (xq, _inputs(B, S, F, seed=1))
+    kv_valid = _valid([S, 2], S)
+    ours_kw = dict(kv_padding_mask=kv_valid)
+    theirs_kw = dict(mask=nnx.make_attention_mask(jnp.ones((B, T), bool),
+                                                  kv_valid))
+  out_a, g_a = _nnx_value_and_grad(ours, *args, row_weight=row_weight, **ours_kw)
+  out_b, g_b = _nnx_value_and_grad(theirs, *args, row_weight=row_weight,
+                                   **theirs_kw)
+  _assert_same(out_a, out_b, g_a, g_b, row_weight)
+
+
+def test_nnx_layer_bad_heads():
+  with pytest.raises(ValueError, match="num_heads=4 must be a multiple of "
+                     "num_kv_heads=3"):
+    pf_nnx.MultiHeadAttention(num_heads=4, in_features=F, num_kv_heads=3,
+                              rngs=nnx.Rngs(0))
 
 
 # --------------------------------------------------------------------------

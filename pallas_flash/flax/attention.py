@@ -203,6 +203,34 @@ def flatten_batch(x, batch: tuple[int, ...], tail: tuple[int, ...], name: str):
   return x.reshape((-1,) + x.shape[nb:])
 
 
+def resolve_inputs(inputs_q, inputs_k, inputs_v, padding: dict[str, Any]):
+  """Flax's input defaults, shared by the layers.
+
+  ``inputs_k`` defaults to ``inputs_q`` and ``inputs_v`` to ``inputs_k``; in
+  self-attention (``inputs_k is None``) each ``kv_*`` entry of ``padding``
+  defaults to its query-side counterpart.  Returns
+  ``(inputs_k, inputs_v, padding)``.
+  """
+  self_attention = inputs_k is None
+  if inputs_k is None:
+    if inputs_v is not None:
+      raise ValueError("inputs_k cannot be None when inputs_v is given")
+    inputs_k = inputs_q
+  if inputs_v is None:
+    inputs_v = inputs_k
+  batch = inputs_q.shape[:-2]
+  if inputs_k.shape[:-2] != batch or inputs_v.shape[:-2] != batch:
+    raise ValueError(f"batch dims of inputs_q {inputs_q.shape}, inputs_k "
+                     f"{inputs_k.shape} and inputs_v {inputs_v.shape} must "
+                     "match")
+  padding = dict(padding)
+  if self_attention:
+    for name in ("padding_mask", "seq_lengths", "segment_ids"):
+      if padding.get("kv_" + name) is None:
+        padding["kv_" + name] = padding.get(name)
+  return inputs_k, inputs_v, padding
+
+
 def attend(query, key, value, *, is_causal=False, padding_mask=None,
            kv_padding_mask=None, seq_lengths=None, kv_seq_lengths=None,
            segment_ids=None, kv_segment_ids=None, mask=None, dtype=None,

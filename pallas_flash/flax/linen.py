@@ -109,18 +109,11 @@ class MultiHeadAttention(nn.Module):
       their attention output is zero, so the layer returns the ``out`` bias
       there (Flax's own attention would average ``value`` instead).
     """
-    self_attention = inputs_k is None
-    if inputs_k is None:
-      if inputs_v is not None:
-        raise ValueError("inputs_k cannot be None when inputs_v is given")
-      inputs_k = inputs_q
-    if inputs_v is None:
-      inputs_v = inputs_k
-    if self_attention:
-      kv_padding_mask = padding_mask if kv_padding_mask is None else kv_padding_mask
-      kv_seq_lengths = seq_lengths if kv_seq_lengths is None else kv_seq_lengths
-      kv_segment_ids = segment_ids if kv_segment_ids is None else kv_segment_ids
-
+    inputs_k, inputs_v, padding = _attention.resolve_inputs(
+        inputs_q, inputs_k, inputs_v, dict(
+            padding_mask=padding_mask, kv_padding_mask=kv_padding_mask,
+            seq_lengths=seq_lengths, kv_seq_lengths=kv_seq_lengths,
+            segment_ids=segment_ids, kv_segment_ids=kv_segment_ids))
     features = self.out_features or inputs_q.shape[-1]
     qkv_features = self.qkv_features or inputs_q.shape[-1]
     num_kv_heads = self.num_kv_heads or self.num_heads
@@ -131,11 +124,6 @@ class MultiHeadAttention(nn.Module):
       raise ValueError(f"num_heads={self.num_heads} must be a multiple of "
                        f"{num_kv_heads=}")
     head_dim = qkv_features // self.num_heads
-    batch = inputs_q.shape[:-2]
-    if inputs_k.shape[:-2] != batch or inputs_v.shape[:-2] != batch:
-      raise ValueError(f"batch dims of inputs_q {inputs_q.shape}, inputs_k "
-                       f"{inputs_k.shape} and inputs_v {inputs_v.shape} must "
-                       "match")
 
     dense = functools.partial(
         nn.DenseGeneral, axis=-1, dtype=self.dtype,
@@ -152,14 +140,11 @@ class MultiHeadAttention(nn.Module):
       key = ln(name="key_ln")(key)
 
     x = _attention.attend(
-        query, key, value, is_causal=is_causal, padding_mask=padding_mask,
-        kv_padding_mask=kv_padding_mask, seq_lengths=seq_lengths,
-        kv_seq_lengths=kv_seq_lengths, segment_ids=segment_ids,
-        kv_segment_ids=kv_segment_ids, mask=mask, dtype=self.dtype,
+        query, key, value, is_causal=is_causal, mask=mask, dtype=self.dtype,
         implementation=self.implementation,
         causal_alignment=self.causal_alignment,
         local_window_size=self.local_window_size,
-        logits_soft_cap=self.logits_soft_cap, config=self.config)
+        logits_soft_cap=self.logits_soft_cap, config=self.config, **padding)
     return nn.DenseGeneral(
         features=features, axis=(-2, -1),
         kernel_init=self.out_kernel_init or self.kernel_init,
