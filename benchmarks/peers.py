@@ -148,6 +148,13 @@ def _jax_mgpu(w: wl.Workload, x: wl.Inputs):
     raise NotImplementedError("no segment ids, lengths or masks other than causal")
   if w.head_dim % 64:
     raise NotImplementedError(f"head_dim {w.head_dim} not a multiple of 64")
+  if w.dtype != "float16":
+    # Its dtype check admits bf16, but its SMEM scratch buffers are declared
+    # jnp.float16 (attention_mgpu.py, jax 0.11.2), so bf16 fails to lower:
+    # "Expected dtypes to match but src had type bfloat16 and dst had type
+    # float16" (seen on the H200, 2026-11-21).
+    raise NotImplementedError(f"{w.dtype}: only float16 works (its SMEM "
+                              "scratch is hard-coded float16)")
   from jax.experimental.pallas.ops.gpu import attention_mgpu
   config = _mgpu_config(w)
 

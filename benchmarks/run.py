@@ -84,6 +84,9 @@ def parse_args(argv=None):
   p.add_argument("--workloads", nargs="+", default=None,
                  choices=("convention", "gqa", "packed", "padded", "memory"),
                  help="which workload groups (default: all)")
+  p.add_argument("--match", nargs="+", default=None,
+                 help="keep only cells whose label contains one of these "
+                      "substrings, e.g. --match bf16 'fp16 d128 S4k'")
   p.add_argument("--impls", nargs="+", default=None,
                  choices=tuple(peers_lib.IMPLS),
                  help="implementations to run (default: all)")
@@ -137,6 +140,10 @@ def select_workloads(args, smoke: bool):
     mem = wl.memory_sweep(seqlens=mem_seqlens, dtype=dtypes[0])
   cells = [w for w in conv if "convention" in groups]
   cells += [w for w in real if w.name in groups]
+  if args.match:
+    cells = [w for w in cells if any(m in w.label for m in args.match)]
+  # The first dtype's cells first, so a time budget cuts the other dtype.
+  cells.sort(key=lambda w: w.dtype != dtypes[0])
   mem = mem if "memory" in groups else []
   return cells, mem
 
@@ -252,10 +259,17 @@ def _make_fwdbwd(fn):
   return fwdbwd
 
 
-def _compile(f, *args):
+def _compile(f, *args, options=None):
   t0 = time.perf_counter()
-  compiled = jax.jit(f).lower(*args).compile()
+  compiled = jax.jit(f).lower(*args).compile(options)
   return compiled, time.perf_counter() - t0
+
+
+# The memory sweep only compiles.  XLA's GEMM autotuner would run the O(T^2)
+# path's fusions to pick tile configs and fails when they need more than the
+# device holds (1 TiB at T = 128k); without autotuning it still compiles and
+# reports the buffer sizes.
+_MEMORY_SWEEP_OPTIONS = {"xla_gpu_autotune_level": 0}
 
 
 def bench_cell(w: wl.Workload, impls, args, settings, log) -> list[dict]:
@@ -282,6 +296,7 @@ def bench_cell(w: wl.Workload, impls, args, settings, log) -> list[dict]:
     scale = impl.ref_scale(w)
     # ---- forward
     fwd_ok = False
+    cf = cb = None
     try:
       cf, r["compile_fwd_s"] = _compile(fn, x.q, x.k, x.v, aux)
       r["mem_fwd_bytes"] = _mem_bytes(cf)
@@ -309,7 +324,7 @@ def bench_cell(w: wl.Workload, impls, args, settings, log) -> list[dict]:
       r["status_fwd"] = f"did not run: {_reason(e)}"
       if settings["verbose"]:
         traceback.print_exc()
-    del cf
+    cf = None  # drop the executable before compiling the next one
     # ---- forward + backward
     if args.only == "fwd":
       r["status_bwd"] = "skipped (--only fwd)"
@@ -354,7 +369,7 @@ def bench_cell(w: wl.Workload, impls, args, settings, log) -> list[dict]:
               r["status_bwd"] = "ok (fwd+bwd <= fwd: noise)"
           else:
             r["status_bwd"] = "fwd+bwd only (forward did not run alone)"
-        del cb
+        cb = None
       except Exception as e:
         r["status_bwd"] = f"did not run: {_reason(e)}"
         if settings["verbose"]:
@@ -386,6 +401,7 @@ def _summary_line(r) -> str:
 def memory_sweep(mem_workloads, impls, args, log) -> list[dict]:
   """Compile (never run) fwd+bwd at growing T; memory_analysis bytes."""
   rows = []
+  on_gpu = peers_lib.on_gpu()
   for w in mem_workloads:
     dt = jnp.dtype(w.dtype)
     sd = lambda shape: jax.ShapeDtypeStruct(shape, dt)
@@ -398,7 +414,9 @@ def memory_sweep(mem_workloads, impls, args, log) -> list[dict]:
       rows.append(r)
       try:
         fn, aux = impl.build(w, x)
-        c, r["compile_s"] = _compile(_make_fwdbwd(fn), x.q, x.k, x.v, aux, x.do)
+        c, r["compile_s"] = _compile(
+            _make_fwdbwd(fn), x.q, x.k, x.v, aux, x.do,
+            options=_MEMORY_SWEEP_OPTIONS if on_gpu else None)
         r["bytes"] = _mem_bytes(c)
         r["status"] = "ok" if r["bytes"] is not None else "no memory_analysis"
         del c
@@ -566,33 +584,60 @@ def plots(results, mem_rows, out_dir, modes, device_bytes, smoke) -> list[str]:
   except Exception as e:
     return [f"no plots: matplotlib not importable ({_reason(e)})"]
   written = []
+  palette = plt.get_cmap("tab10").colors
+  color = lambda n: palette[list(peers_lib.IMPLS).index(n) % len(palette)]
   suffix = " (CPU SMOKE RUN: not performance)" if smoke else ""
   configs = {}
   for r in results:
     w = wl.Workload(**r["workload"])
     configs.setdefault(w.config_key, (w.config_label, []))[1].append(r)
-  configs = [v for v in configs.values()]
-  if configs:
-    fig, axes = plt.subplots(len(configs), len(modes), squeeze=False,
-                             figsize=(4.2 * len(modes), 3.0 * len(configs)))
-    for i, (title, rs) in enumerate(configs):
+  # Curves for configs swept over seqlen; one bar panel per mode for the rest.
+  curves = [v for v in configs.values()
+            if len({r["workload"]["seqlen"] for r in v[1]}) > 1]
+  singles = [r for v in configs.values() if v not in curves for r in v[1]]
+  nrows = len(curves) + (1 if singles else 0)
+  if nrows:
+    fig, axes = plt.subplots(nrows, len(modes), squeeze=False,
+                             figsize=(4.4 * len(modes), 3.1 * nrows))
+    for i, (title, rs) in enumerate(curves):
       impls = list(dict.fromkeys(r["impl"] for r in rs))
       for j, mode in enumerate(modes):
         ax = axes[i][j]
         for n in impls:
-          pts = sorted((r["workload"]["seqlen"], r[f"tflops_{mode}"]) for r in rs
-                       if r["impl"] == n and r.get(f"tflops_{mode}")
-                       and (mode != "bwd" or str(r["status_bwd"]).startswith("ok")))
+          pts = sorted((r["workload"]["seqlen"], _timed(r, mode)) for r in rs
+                       if r["impl"] == n and _timed(r, mode))
           if not pts:
             continue
           ours = peers_lib.IMPLS[n].ours
           ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                  lw=2.5 if ours else 1.2, ls="-" if ours else "--", label=n)
+                  lw=2.5 if ours else 1.2, ls="-" if ours else "--", label=n,
+                  color=color(n))
         ax.set_xscale("log", base=2)
+        ax.set_ylim(bottom=0)
         ax.set_title(f"{title}: {mode}", fontsize=9)
         ax.set_xlabel("seqlen")
         ax.set_ylabel("TFLOP/s")
         ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    if singles:
+      labels = list(dict.fromkeys(r["label"] for r in singles))
+      impls = list(dict.fromkeys(r["impl"] for r in singles
+                                 if any(_timed(r, m) for m in modes)))
+      width = 0.8 / max(1, len(impls))
+      for j, mode in enumerate(modes):
+        ax = axes[-1][j]
+        for k, n in enumerate(impls):
+          vals = [next((_timed(r, mode) or 0.0 for r in singles
+                        if r["label"] == l and r["impl"] == n), 0.0)
+                  for l in labels]
+          ax.bar([i + k * width for i in range(len(labels))], vals, width,
+                 label=n, color=color(n),
+                 hatch=None if peers_lib.IMPLS[n].ours else "//")
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(labels))])
+        ax.set_xticklabels([l.replace(" ", "\n", 2) for l in labels], fontsize=6)
+        ax.set_title(f"real-model shapes: {mode}", fontsize=9)
+        ax.set_ylabel("TFLOP/s")
+        ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=6)
     fig.suptitle("TFLOP/s vs seqlen" + suffix, fontsize=11)
     fig.tight_layout()
@@ -608,7 +653,8 @@ def plots(results, mem_rows, out_dir, modes, device_bytes, smoke) -> list[str]:
       if pts:
         ours = peers_lib.IMPLS[n].ours
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                lw=2.5 if ours else 1.2, ls="-" if ours else "--", label=n)
+                lw=2.5 if ours else 1.2, ls="-" if ours else "--", label=n,
+                color=color(n))
     if device_bytes:
       ax.axhline(device_bytes / 2**30, color="k", lw=0.8, ls=":",
                  label="device memory")
@@ -652,9 +698,9 @@ def environment() -> dict:
   try:
     import pallas_flash
     env["pallas_flash"] = pallas_flash.__version__
-    env["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True,
-                                timeout=10).stdout.strip() or None
+    env["git"] = os.environ.get("BENCH_GIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+        text=True, timeout=10).stdout.strip() or None
   except Exception:
     pass
   return env

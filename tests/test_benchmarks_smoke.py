@@ -30,7 +30,7 @@ def test_smoke_table(tmp_path):
   for r in data["results"]:
     if r["impl"] == "xla":
       assert r["err_fwd"] < run.FWD_TOL[r["workload"]["dtype"]]
-      assert r["tflops_fwd"] > 0 and r["tflops_bwd"] > 0
+      assert r["tflops_fwd"] > 0 and r["tflops_fwdbwd"] > 0
   report = (out / "RESULTS.md").read_text()
   assert "CPU SMOKE RUN" in report
   assert "cudnn" in report and "did not run" in report
