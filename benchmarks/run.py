@@ -40,6 +40,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -106,8 +107,8 @@ def parse_args(argv=None):
                  help="skip the reference check (not recommended)")
   p.add_argument("--no-plots", action="store_true")
   p.add_argument("--out", default=None,
-                 help="results folder (default benchmarks/results, or "
-                      "benchmarks/results/cpu_smoke without a GPU)")
+                 help="results folder (default benchmarks/results/latest; "
+                      "without a GPU, $TMPDIR/pallas_flash_bench_smoke)")
   return p.parse_args(argv)
 
 
@@ -772,8 +773,9 @@ def main(argv=None) -> int:
   argv_list = sys.argv[1:] if argv is None else list(argv)
   command = "python -m benchmarks.run" + "".join(" " + shlex.quote(a) for a in argv_list)
   smoke = jax.default_backend() != "gpu"
-  out_dir = args.out or (os.path.join("benchmarks", "results", "cpu_smoke") if smoke
-                         else os.path.join("benchmarks", "results"))
+  out_dir = args.out or (
+      os.path.join(tempfile.gettempdir(), "pallas_flash_bench_smoke") if smoke
+      else os.path.join("benchmarks", "results", "latest"))
   settings = dict(
       reps=args.reps or (3 if smoke else 10),
       sample_s=(args.sample_ms if args.sample_ms is not None
