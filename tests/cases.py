@@ -1,0 +1,123 @@
+"""Named attention workloads shared by the tests (and reusable by benchmarks).
+
+A ``Case`` builds random inputs and keyword options for ``flash_attention``;
+sizes are small enough for Pallas interpret mode on a 2-core CPU.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+  name: str
+  b: int = 2
+  t: int = 17
+  s: int = 17
+  n: int = 2
+  k: int = 2
+  h: int = 64
+  dtype: str = "float32"
+  causal: bool = False
+  bottom_right: bool = False
+  window: tuple[int, int] | None = None
+  q_lengths: tuple[int, ...] | None = None
+  kv_lengths: tuple[int, ...] | None = None
+  segments: bool = False
+  soft_cap: float | None = None
+  dense_mask: str | None = None  # "full" [B,N,T,S], "keys" [B,1,1,S], "heads" [1,N,T,S]
+
+  def __str__(self):
+    return self.name
+
+  def inputs(self, seed: int = 0):
+    keys = jax.random.split(jax.random.key(seed), 5)
+    dt = jnp.dtype(self.dtype)
+    q = jax.random.normal(keys[0], (self.b, self.t, self.n, self.h), jnp.float32).astype(dt)
+    k = jax.random.normal(keys[1], (self.b, self.s, self.k, self.h), jnp.float32).astype(dt)
+    v = jax.random.normal(keys[2], (self.b, self.s, self.k, self.h), jnp.float32).astype(dt)
+    kw = dict(is_causal=self.causal,
+              causal_alignment="bottom_right" if self.bottom_right else "top_left")
+    if self.window is not None:
+      kw["local_window_size"] = self.window
+    if self.q_lengths is not None:
+      kw["query_seq_lengths"] = jnp.array(self.q_lengths, jnp.int32)
+    if self.kv_lengths is not None:
+      kw["key_value_seq_lengths"] = jnp.array(self.kv_lengths, jnp.int32)
+    if self.segments:
+      kw["query_segment_ids"] = jnp.asarray(_segments(self.b, self.t, 0))
+      kw["key_value_segment_ids"] = jnp.asarray(_segments(self.b, self.s, 1))
+    if self.soft_cap is not None:
+      kw["logits_soft_cap"] = self.soft_cap
+    if self.dense_mask is not None:
+      shape = {"full": (self.b, self.n, self.t, self.s), "keys": (self.b, 1, 1, self.s),
+               "heads": (1, self.n, self.t, self.s)}[self.dense_mask]
+      kw["mask"] = jax.random.bernoulli(keys[3], 0.75, shape)
+    return q, k, v, kw
+
+
+def _segments(b, n, salt):
+  """Packed documents: sorted ids with random boundaries; last tokens padding (-1)."""
+  rng = np.random.default_rng(1234 + salt)
+  ids = np.zeros((b, n), np.int32)
+  for i in range(b):
+    cuts = np.sort(rng.choice(np.arange(1, max(n, 2)), size=min(3, max(n - 1, 0)), replace=False))
+    ids[i] = np.searchsorted(cuts, np.arange(n), side="right")
+    if n > 4:
+      ids[i, -2:] = -1
+  # Same document boundaries for q and kv when T == S (self-attention packing).
+  return ids
+
+
+# Tolerances on max|x - ref| / max|ref| (outputs, gradients) and max|lse - ref|.
+TOL = {"float32": dict(out=2e-5, grad=1e-4, lse=1e-5),
+       "bfloat16": dict(out=2e-2, grad=4e-2, lse=2e-3),
+       "float16": dict(out=4e-3, grad=1e-2, lse=2e-3)}
+
+FORWARD = [
+    Case("plain"),
+    Case("t1_s1", t=1, s=1),
+    Case("t1_s97_causal_br", t=1, s=97, causal=True, bottom_right=True),
+    Case("t97_s130", t=97, s=130, h=40),
+    Case("t130_s97_causal", t=130, s=97, causal=True, h=80),
+    Case("t97_s130_causal_br", t=97, s=130, causal=True, bottom_right=True, h=96),
+    Case("causal_h128", t=97, s=97, causal=True, h=128),
+    Case("h256", t=33, s=33, h=256, n=1, k=1, b=1),
+    Case("gqa", n=4, k=2, t=97, s=97, causal=True),
+    Case("mqa", n=4, k=1, t=17, s=33, h=40),
+    Case("window", t=97, s=97, window=(5, 3)),
+    Case("window_causal", t=97, s=130, window=(20, 0), causal=True, bottom_right=True),
+    Case("lengths", t=97, s=97, q_lengths=(50, 97), kv_lengths=(97, 30)),
+    Case("lengths_causal_br", t=97, s=130, q_lengths=(40, 97), kv_lengths=(100, 7),
+         causal=True, bottom_right=True),
+    Case("segments", t=130, s=130, segments=True),
+    Case("segments_causal_gqa", t=97, s=97, segments=True, causal=True, n=4, k=2),
+    Case("soft_cap", t=97, s=97, soft_cap=5.0, causal=True),
+    Case("mask_full", t=97, s=97, dense_mask="full"),
+    Case("mask_keys", t=33, s=97, dense_mask="keys"),
+    Case("mask_heads_causal", t=33, s=33, dense_mask="heads", causal=True, n=4, k=1),
+    Case("bf16", t=97, s=130, dtype="bfloat16", causal=True),
+    Case("bf16_h80_gqa", t=97, s=97, h=80, n=4, k=2, dtype="bfloat16"),
+    Case("fp16", t=97, s=97, dtype="float16", window=(7, 7)),
+    Case("fp16_h40_segments", t=33, s=33, h=40, dtype="float16", segments=True),
+]
+
+GRADIENT = [
+    Case("g_plain", t=33, s=33),
+    Case("g_t97_s130_causal_br", t=97, s=130, causal=True, bottom_right=True, h=40),
+    Case("g_t130_s97", t=130, s=97, h=80),
+    Case("g_gqa_causal", n=4, k=2, t=97, s=97, causal=True),
+    Case("g_mqa_window", n=4, k=1, t=33, s=33, window=(4, 2)),
+    Case("g_lengths", t=97, s=97, q_lengths=(50, 97), kv_lengths=(97, 30), causal=True),
+    Case("g_segments", t=97, s=97, segments=True, n=4, k=2),
+    Case("g_soft_cap", t=33, s=33, soft_cap=3.0),
+    Case("g_mask_full", t=33, s=97, dense_mask="full", n=4, k=2),
+    Case("g_mask_heads_gqa", t=33, s=33, dense_mask="heads", n=4, k=2),
+    Case("g_h128_bf16", t=97, s=97, h=128, causal=True, dtype="bfloat16"),
+    Case("g_h96_fp16", t=33, s=33, h=96, dtype="float16"),
+    Case("g_h256", t=17, s=17, h=256, n=1, k=1, b=1),
+]

@@ -1,0 +1,203 @@
+"""The kernel path against the f32 reference (HIGHEST precision).
+
+On a CPU-only machine ``implementation="triton"`` runs the Pallas-Triton
+kernels in interpret mode; on a GPU the very same tests run the compiled
+kernels (nothing here skips itself).  ``pytest -m slow`` adds larger sizes.
+"""
+from __future__ import annotations
+
+import functools
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import pallas_flash as pf
+from pallas_flash import masks
+from cases import FORWARD, GRADIENT, TOL, Case
+
+IMPL = "triton"
+
+
+def _rel(x, ref):
+  x, ref = np.asarray(x, np.float32), np.asarray(ref, np.float32)
+  return float(np.max(np.abs(x - ref)) / max(np.max(np.abs(ref)), 1e-6))
+
+
+def _upcast(*xs):
+  return [x.astype(jnp.float32) for x in xs]
+
+
+@pytest.mark.parametrize("case", FORWARD, ids=str)
+def test_forward_matches_reference(case: Case):
+  q, k, v, kw = case.inputs()
+  out, lse = pf.flash_attention(q, k, v, implementation=IMPL, return_residual=True, **kw)
+  ref, ref_lse = pf.flash_attention(*_upcast(q, k, v), implementation="xla",
+                                    return_residual=True, **kw)
+  chex.assert_shape(out, q.shape)
+  chex.assert_shape(lse, q.shape[:-1])
+  assert out.dtype == q.dtype and lse.dtype == jnp.float32
+  chex.assert_tree_all_finite((out, lse))
+  tol = TOL[case.dtype]
+  assert _rel(out, ref) <= tol["out"], _rel(out, ref)
+  np.testing.assert_allclose(lse, ref_lse, atol=tol["lse"], rtol=tol["lse"])
+
+
+@pytest.mark.parametrize("case", GRADIENT, ids=str)
+def test_gradients_match_reference_vjp(case: Case):
+  q, k, v, kw = case.inputs()
+  d_out = jax.random.normal(jax.random.key(7), q.shape, jnp.float32).astype(q.dtype)
+  out, vjp = jax.vjp(functools.partial(pf.flash_attention, implementation=IMPL, **kw), q, k, v)
+  ref, ref_vjp = jax.vjp(functools.partial(pf.flash_attention, implementation="xla", **kw),
+                         *_upcast(q, k, v))
+  grads = vjp(d_out)
+  ref_grads = ref_vjp(d_out.astype(jnp.float32))
+  tol = TOL[case.dtype]
+  assert _rel(out, ref) <= tol["out"]
+  for name, g, r, x in zip("qkv", grads, ref_grads, (q, k, v)):
+    assert g.dtype == x.dtype and g.shape == x.shape
+    chex.assert_tree_all_finite(g)
+    assert _rel(g, r) <= tol["grad"], (name, _rel(g, r))
+
+
+@pytest.mark.parametrize("case", [Case("nn_plain", t=33, s=33), Case("nn_causal", t=17, s=33, causal=True),
+                                  Case("nn_window_gqa", t=33, s=33, n=4, k=2, window=(3, 5)),
+                                  Case("nn_kv_lengths", t=17, s=33, kv_lengths=(20, 33)),
+                                  Case("nn_mask", t=17, s=17, dense_mask="full", soft_cap=None)],
+                         ids=str)
+def test_matches_jax_nn_dot_product_attention(case: Case):
+  """Same arguments, same result as jax.nn (rows that see at least one key)."""
+  q, k, v, kw = case.inputs()
+  kw.pop("causal_alignment")
+  if "mask" in kw:  # keep every row non-empty: jax.nn averages V over empty rows
+    kw["mask"] = kw["mask"].at[..., 0].set(True)
+  out, lse = pf.flash_attention(q, k, v, implementation=IMPL, return_residual=True, **kw)
+  ref, ref_lse = jax.nn.dot_product_attention(q, k, v, implementation="xla",
+                                              return_residual=True, **kw)
+  np.testing.assert_allclose(out, ref, atol=1e-5, rtol=1e-5)
+  np.testing.assert_allclose(lse, ref_lse, atol=1e-5, rtol=1e-5)
+
+
+def test_fully_masked_rows_give_zeros_and_finite_lse_and_grads():
+  case = Case("empty_rows", t=33, s=33, causal=True, bottom_right=True,
+              q_lengths=(33, 20), kv_lengths=(3, 33))
+  q, k, v, kw = case.inputs()
+  kw["mask"] = jnp.ones((2, 1, 33, 33), bool).at[:, :, 5:9, :].set(False)
+  out, lse = pf.flash_attention(q, k, v, implementation=IMPL, return_residual=True, **kw)
+  # batch 0: kv_len 3 with bottom-right causal: rows < 30 see nothing.
+  np.testing.assert_array_equal(out[0, :30], 0.0)
+  np.testing.assert_array_equal(out[:, 5:9], 0.0)  # masked by the dense mask
+  np.testing.assert_array_equal(out[1, 20:], 0.0)  # past q length
+  np.testing.assert_array_equal(lse[0, :30], np.float32(masks.MASKED_LSE))
+  assert np.all(np.abs(np.asarray(out[0, 30:])) > 0)
+  grads = jax.grad(lambda q, k, v: jnp.sum(pf.flash_attention(q, k, v, implementation=IMPL, **kw) ** 2),
+                   (0, 1, 2))(q, k, v)
+  chex.assert_tree_all_finite(grads)
+  np.testing.assert_array_equal(grads[0][:, 5:9], 0.0)
+
+
+def test_backward_is_deterministic():
+  q, k, v, kw = Case("det", t=97, s=97, n=4, k=1, causal=True, segments=True).inputs()
+  f = jax.jit(jax.grad(lambda q, k, v: jnp.sum(
+      pf.flash_attention(q, k, v, implementation=IMPL, **kw) ** 2), (0, 1, 2)))
+  g1, g2 = f(q, k, v), f(q, k, v)
+  for a, b in zip(g1, g2):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_jit_vmap_grad_checkpoint():
+  q, k, v, kw = Case("tx", b=2, t=33, s=33, causal=True).inputs()
+  f = functools.partial(pf.flash_attention, implementation=IMPL, **kw)
+  ref = functools.partial(pf.flash_attention, implementation="xla", **kw)
+  np.testing.assert_allclose(jax.jit(f)(q, k, v), ref(q, k, v), atol=1e-5)
+  # vmap over an extra leading axis (batch of batches)
+  qq, kk, vv = (jnp.stack([x, 2 * x]) for x in (q, k, v))
+  np.testing.assert_allclose(jax.vmap(f)(qq, kk, vv), jax.vmap(ref)(qq, kk, vv), atol=1e-5)
+  loss = lambda fn: (lambda q, k, v: jnp.sum(jnp.sin(fn(q, k, v))))
+  g = jax.grad(jax.checkpoint(loss(f)), (0, 1, 2))(q, k, v)
+  g_ref = jax.grad(loss(ref), (0, 1, 2))(q, k, v)
+  for a, b in zip(g, g_ref):
+    np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def test_no_batch_dim_and_scale():
+  q, k, v, kw = Case("nobatch", b=1, t=17, s=33).inputs()
+  out = pf.flash_attention(q[0], k[0], v[0], scale=0.3, implementation=IMPL)
+  ref = jax.nn.dot_product_attention(q[0], k[0], v[0], scale=0.3)
+  chex.assert_shape(out, q.shape[1:])
+  np.testing.assert_allclose(out, ref, atol=1e-5)
+
+
+def test_default_implementation_and_bias_fallback():
+  q, k, v, _ = Case("bias", t=17, s=17).inputs()
+  bias = jax.random.normal(jax.random.key(3), (1, 2, 17, 17))
+  ref = jax.nn.dot_product_attention(q, k, v, bias=bias)
+  np.testing.assert_allclose(pf.flash_attention(q, k, v, bias=bias), ref, atol=1e-5)
+  with pytest.raises(NotImplementedError, match="bias"):
+    pf.flash_attention(q, k, v, bias=bias, implementation="triton")
+
+
+def test_custom_config():
+  q, k, v, kw = Case("cfg", t=97, s=97, causal=True).inputs()
+  cfg = pf.TritonConfig(block_q=32, block_k=16, block_q_dkv=16, block_k_dkv=32,
+                        block_q_dq=32, block_k_dq=16)
+  out = pf.flash_attention(q, k, v, implementation=IMPL, config=cfg, **kw)
+  ref = pf.flash_attention(q, k, v, implementation="xla", **kw)
+  np.testing.assert_allclose(out, ref, atol=2e-5)
+  with pytest.raises(ValueError, match="block_q=48"):
+    pf.TritonConfig(block_q=48)
+
+
+def _bad(**over):
+  q = jnp.zeros((2, 8, 4, 16))
+  k = jnp.zeros((2, 9, 2, 16))
+  args = dict(query=q, key=k, value=k)
+  args.update(over)
+  return args
+
+
+@pytest.mark.parametrize("args, match", [
+    (_bad(query=jnp.zeros((8, 16))), "query must be"),
+    (_bad(key=jnp.zeros((9, 2, 16)), value=jnp.zeros((9, 2, 16))), "same rank"),
+    (_bad(key=jnp.zeros((2, 9, 2, 32)), value=jnp.zeros((2, 9, 2, 32))), "head_dim of key"),
+    (_bad(value=jnp.zeros((2, 9, 2, 8))), "value shape"),
+    (_bad(key=jnp.zeros((2, 9, 2, 16), jnp.bfloat16), value=jnp.zeros((2, 9, 2, 16), jnp.bfloat16)), "dtypes must match"),
+    (_bad(query=jnp.zeros((2, 8, 4, 16), jnp.int32)), "dtype int32"),
+    (_bad(key=jnp.zeros((2, 9, 3, 16)), value=jnp.zeros((2, 9, 3, 16))), "num_heads=4 must be a multiple of num_kv_heads=3"),
+    (_bad(query=jnp.zeros((2, 8, 4, 320)), key=jnp.zeros((2, 9, 2, 320)), value=jnp.zeros((2, 9, 2, 320))), "head_dim=320"),
+    (_bad(key=jnp.zeros((3, 9, 2, 16)), value=jnp.zeros((3, 9, 2, 16))), "batch of key"),
+    (_bad(query_seq_lengths=jnp.array([1, 2, 3], jnp.int32)), "query_seq_lengths must be"),
+    (_bad(key_value_seq_lengths=jnp.array([1.0, 2.0])), "key_value_seq_lengths must be"),
+    (_bad(query_segment_ids=jnp.zeros((2, 7), jnp.int32), key_value_segment_ids=jnp.zeros((2, 9), jnp.int32)), "query_segment_ids must be"),
+    (_bad(query_segment_ids=jnp.zeros((2, 8), jnp.int32)), "key_value_segment_ids is required"),
+    (_bad(key_value_segment_ids=jnp.zeros((2, 9), jnp.int32)), "without query_segment_ids"),
+    (_bad(mask=jnp.ones((2, 4, 8, 5), bool)), "does not broadcast"),
+    (_bad(mask=jnp.ones((2, 4, 8, 9), jnp.int32)), "mask must be boolean"),
+    (_bad(bias=jnp.ones((3, 1, 8, 9))), "bias of shape"),
+    (_bad(local_window_size=(-1, 2)), "local_window_size"),
+    (_bad(logits_soft_cap=0.0), "logits_soft_cap=0.0"),
+    (_bad(scale=float("nan")), "scale=nan"),
+    (_bad(implementation="cuda"), "implementation='cuda'"),
+    (_bad(causal_alignment="center"), "causal_alignment='center'"),
+])
+def test_bad_input_raises_value_error(args, match):
+  with pytest.raises(ValueError, match=match):
+    pf.flash_attention(**args)
+
+
+SLOW = [
+    Case("slow_h128_causal_bf16", b=2, t=1025, s=1025, n=4, k=4, h=128, dtype="bfloat16", causal=True),
+    Case("slow_h256_bf16", b=1, t=513, s=700, n=2, k=1, h=256, dtype="bfloat16"),
+    Case("slow_h64_segments_fp16", b=2, t=1000, s=1000, n=4, k=2, h=64, dtype="float16", segments=True, causal=True),
+    Case("slow_h192_window", b=1, t=777, s=900, n=2, k=2, h=192, dtype="bfloat16", window=(100, 10),
+         causal=True, bottom_right=True),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", SLOW, ids=str)
+def test_large_forward_and_gradients(case: Case):
+  test_forward_matches_reference(case)
+  test_gradients_match_reference_vjp(case)
