@@ -107,7 +107,7 @@ def parse_args(argv=None):
                  help="skip the reference check (not recommended)")
   p.add_argument("--no-plots", action="store_true")
   p.add_argument("--out", default=None,
-                 help="results folder (default benchmarks/results/latest; "
+                 help="results folder (default benchmarks/results/<device>_<date>; "
                       "without a GPU, $TMPDIR/pallas_flash_bench_smoke)")
   return p.parse_args(argv)
 
@@ -569,7 +569,7 @@ def memory_table(mem_rows, device_bytes) -> str:
       r = by.get((t, n), {})
       if r.get("bytes"):
         gib = r["bytes"] / 2**30
-        over = " (> device)" if device_bytes and r["bytes"] > device_bytes else ""
+        over = " (does not fit)" if device_bytes and r["bytes"] > device_bytes else ""
         cells.append(f"{gib:.2f}{over}")
       else:
         cells.append("-")
@@ -619,7 +619,7 @@ def plots(results, mem_rows, out_dir, modes, device_bytes, smoke) -> list[str]:
         ax.set_xlabel("seqlen")
         ax.set_ylabel("TFLOP/s")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=6, loc="lower left", framealpha=0.6)
     if singles:
       labels = list(dict.fromkeys(r["label"] for r in singles))
       impls = list(dict.fromkeys(r["impl"] for r in singles
@@ -658,7 +658,7 @@ def plots(results, mem_rows, out_dir, modes, device_bytes, smoke) -> list[str]:
                 color=color(n))
     if device_bytes:
       ax.axhline(device_bytes / 2**30, color="k", lw=0.8, ls=":",
-                 label="device memory")
+                 label="memory XLA may use on the device")
     w = mem_rows[0]["workload"]
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -705,6 +705,12 @@ def environment() -> dict:
   except Exception:
     pass
   return env
+
+
+def _run_name(env) -> str:
+  """Folder name of a GPU run: device and date, e.g. nvidia_h200_2026-11-21."""
+  dev = "".join(c if c.isalnum() else "_" for c in env["device"].lower()).strip("_")
+  return f"{dev}_{env['date'][:10]}"
 
 
 def _jaxlib_version():
@@ -773,9 +779,10 @@ def main(argv=None) -> int:
   argv_list = sys.argv[1:] if argv is None else list(argv)
   command = "python -m benchmarks.run" + "".join(" " + shlex.quote(a) for a in argv_list)
   smoke = jax.default_backend() != "gpu"
+  env = environment()
   out_dir = args.out or (
       os.path.join(tempfile.gettempdir(), "pallas_flash_bench_smoke") if smoke
-      else os.path.join("benchmarks", "results", "latest"))
+      else os.path.join("benchmarks", "results", _run_name(env)))
   settings = dict(
       reps=args.reps or (3 if smoke else 10),
       sample_s=(args.sample_ms if args.sample_ms is not None
@@ -787,7 +794,6 @@ def main(argv=None) -> int:
   def log(s):
     print(s, flush=True)
 
-  env = environment()
   if smoke:
     log("=" * 78)
     log("NO GPU FOUND: running the CPU SMOKE version (tiny shapes, Pallas "
