@@ -36,9 +36,19 @@ CELLS = [  # (head_dim, seqlen, causal)
     (128, 4096, False), (128, 4096, True), (128, 16384, False),
     (128, 16384, True), (256, 1024, False), (256, 1024, True),
 ]
-SWEEP = [MosaicConfig(block_q=64, block_kv=bk, num_stages=st)
-         for bk, st in ((64, 2), (64, 3), (64, 4), (128, 2), (128, 3),
-                        (128, 4), (192, 2), (256, 2))]
+_C = MosaicConfig
+
+
+def sweep_configs(h):
+  """Candidate tiles per head dim (all fit 227 KiB of shared memory)."""
+  if h <= 64:
+    base = [(128, 2), (128, 3), (128, 4), (192, 2), (256, 2)]
+  elif h <= 128:
+    base = [(128, 2), (64, 3), (64, 4)]
+  else:
+    base = [(64, 2)]
+  return [_C(block_q=64, block_kv=bk, num_stages=st, q_tiles_inner=inner)
+          for bk, st in base for inner in (False, True)]
 
 
 def log(*a):
@@ -206,7 +216,7 @@ def bench(sweep: bool, with_tokamax: bool):
     except Exception as e:
       log(f"cudnn failed: {e}")
       ref = None
-    configs = SWEEP if sweep else [None]
+    configs = sweep_configs(h) if sweep else [None]
     best = None
     for cfg in configs:
       if cfg is not None and cfg.smem_bytes(h) > 227 * 1024:
@@ -214,7 +224,8 @@ def bench(sweep: bool, with_tokamax: bool):
       try:
         f = mosaic_fn(spec, h ** -0.5, None, cfg)
         ms = _bench(lambda q, k, v: f(q, k, v, arrays), q, k, v)
-        name = "default" if cfg is None else f"bk{cfg.block_kv}s{cfg.num_stages}"
+        name = "default" if cfg is None else (
+            f"bk{cfg.block_kv}s{cfg.num_stages}{'i' if cfg.q_tiles_inner else ''}")
         row[f"mosaic[{name}]"] = tf(ms)
         if best is None or tf(ms) > best[1]:
           best = (name, tf(ms))

@@ -19,11 +19,16 @@ class MosaicConfig:
     block_kv: key/value rows per pipeline stage (one TMA copy each of K, V).
     num_stages: depth of the shared-memory K/V ring filled by the producer
       warpgroup.
+    q_tiles_inner: launch order.  True: the q tiles of one (batch, head) are
+      adjacent in the grid (they share K/V in L2); False: all heads of one
+      q tile are adjacent (with causal masking the longest tiles, launched
+      first, then run machine-wide first).
   """
 
   block_q: int = 64
   block_kv: int = 128
   num_stages: int = 2
+  q_tiles_inner: bool = False
 
   def __post_init__(self):
     if self.block_q != 64:

@@ -121,6 +121,17 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
     full_first = tiles_ref[b, qt, 1]
     full_last = tiles_ref[b, qt, 2]
     last = tiles_ref[b, qt, 3]
+    # Visiting order (producer and consumers agree on it): the edge tiles
+    # that need a mask first (leading, then trailing), then the full tiles.
+    # Step j of the sequence uses ring slot j % num_stages.
+    n_lead = full_first - first
+    n_masked = n_lead + (last - full_last)
+    n_steps = last - first
+
+    def tile_of(j):
+      return jnp.where(j < n_lead, first + j,
+                       jnp.where(j < n_masked, full_last + (j - n_lead),
+                                 full_first + (j - n_masked)))
 
     def rendezvous():  # both consumers reach this point (ping-pong turn)
       plgpu.barrier_arrive(sched)
@@ -146,9 +157,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
                               _WGMMA)
       plgpu.barrier_wait(q_bars.at[wg])
 
-      @pl.when(last > first)
+      @pl.when(n_steps > 0)
       def _():
-        plgpu.barrier_wait(k_bars.at[lax.rem(first, num_stages)])
+        plgpu.barrier_wait(k_bars.at[0])
 
       # Consumer 1 starts half a turn late: from here on the two alternate.
       pl.when(wg == 1)(rendezvous)
@@ -162,18 +173,20 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
           return jnp.tanh(s * (scale / cap)) * (cap * _LOG2E)
         return s * (scale * _LOG2E)
 
-      def step(ki, carry, *, masked: bool):
+      def step(j, carry, *, masked: bool):
         acc, m_i, l_i = carry
-        slot = lax.rem(ki, num_stages)
+        slot = lax.rem(j, num_stages)
+        ki = tile_of(j) if masked else full_first + (j - n_masked)
 
         # -- S = Q K^T  [bq, bk] on the tensor cores
         def qk(acc_ref):
           plgpu.wgmma(acc_ref, q_smem, k_smems.at[slot].transpose((1, 0)))
-          rendezvous()  # my GEMM is issued: the other consumer may go on
-          return acc_ref[...]
+          plgpu.barrier_arrive(sched)  # my GEMM is issued: the other may go
+          return acc_ref[...]  # waits for the wgmma
 
         s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
         plgpu.barrier_arrive(k_done.at[slot])
+        plgpu.barrier_wait(sched)
 
         # -- update m_i and l_i (base 2)
         fma = not masked and cap is None and scale > 0
@@ -212,9 +225,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
 
         # -- O += P V  [bq, H]; meanwhile wait for the next K tile
         def wait_next_k():
-          @pl.when(ki + 1 < last)
+          @pl.when(j + 1 < n_steps)
           def _():
-            plgpu.barrier_wait(k_bars.at[lax.rem(ki + 1, num_stages)])
+            plgpu.barrier_wait(k_bars.at[lax.rem(j + 1, num_stages)])
 
         if interpret:
           # GPU interpret mode models neither a register operand of wgmma
@@ -233,9 +246,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
       masked_step = functools.partial(step, masked=True)
       plain_step = functools.partial(step, masked=False)
       carry = (acc, m_i, l_i)
-      carry = lax.fori_loop(first, full_first, masked_step, carry)
-      carry = lax.fori_loop(full_first, full_last, plain_step, carry)
-      acc, m_i, l_i = lax.fori_loop(full_last, last, masked_step, carry)
+      carry = lax.fori_loop(0, n_masked, masked_step, carry)
+      acc, m_i, l_i = lax.fori_loop(n_masked, n_steps, plain_step, carry)
       pl.when(wg == 0)(rendezvous)  # balance consumer 1's head start
 
       # -- epilogue: normalise; fully masked / padding rows give 0 and +inf
@@ -260,8 +272,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
       plgpu.set_max_registers(40, action="decrease")
       kv_head = lax.div(n, jnp.array(group, n.dtype))
 
-      def load(ki, slot, wait: bool):
-        rows = (b, pl.ds(ki * bk, bk), kv_head)
+      def load(j, wait: bool):
+        slot = lax.rem(j, num_stages)
+        rows = (b, pl.ds(tile_of(j) * bk, bk), kv_head)
         if wait:
           plgpu.barrier_wait(k_done.at[slot])
         plgpu.copy_gmem_to_smem(k_ref.at[rows], k_smems.at[slot], k_bars.at[slot])
@@ -270,19 +283,19 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
         plgpu.copy_gmem_to_smem(v_ref.at[rows], v_smems.at[slot], v_bars.at[slot])
 
       for i in range(num_stages):  # fill the ring
-        @pl.when(first + i < last)
+        @pl.when(i < n_steps)
         def _():
-          load(first + i, lax.rem(first + i, num_stages), wait=False)
+          load(i, wait=False)
 
-      @pl.loop(first + num_stages, last)
-      def _(ki):
-        load(ki, lax.rem(ki, num_stages), wait=True)
+      @pl.loop(num_stages, n_steps)
+      def _(j):
+        load(j, wait=True)
 
       # Drain: observe the consumers' release of the last slots, so that no
       # barrier phase is left unobserved when the barriers are freed.
-      @pl.loop(jnp.maximum(first, last - num_stages), last)
-      def _(ki):
-        slot = lax.rem(ki, num_stages)
+      @pl.loop(jnp.maximum(0, n_steps - num_stages), n_steps)
+      def _(j):
+        slot = lax.rem(j, num_stages)
         plgpu.barrier_wait(k_done.at[slot])
         plgpu.barrier_wait(v_done.at[slot])
 
@@ -384,12 +397,16 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
       num_stages=cfg.num_stages, num_q_tiles=num_q_tiles, group=n // kh,
       longest_first=spec.is_causal, interpret=params.interpret)
   kernel.__name__ = "pallas_flash_mosaic_fwd"
+  if cfg.q_tiles_inner:  # the CTAs of one (b, n) run together: K/V stay in L2
+    grid, grid_names = (num_q_tiles, n, b), ("q_tiles", "heads", "batch")
+  else:  # all heads of one q tile together: longest-first holds machine-wide
+    grid, grid_names = (n, num_q_tiles, b), ("heads", "q_tiles", "batch")
   out, lse = plgpu.kernel(
       kernel,
       out_type=(jax.ShapeDtypeStruct((b, tp, n, hp), q.dtype),
                 jax.ShapeDtypeStruct((b, n, tp), jnp.float32)),
-      grid=(n, num_q_tiles, b),
-      grid_names=("heads", "q_tiles", "batch"),
+      grid=grid,
+      grid_names=grid_names,
       num_threads=_CONSUMERS + 1,
       thread_name="wg",
       compiler_params=plgpu.CompilerParams(approx_math=True),
