@@ -2,7 +2,7 @@
 
 On a CPU-only machine ``implementation="triton"`` runs the Pallas-Triton
 kernels in interpret mode; on a GPU the very same tests run the compiled
-kernels (nothing here skips itself).  ``pytest -m slow`` adds larger sizes.
+kernels (nothing here skips itself).  ``pytest -m 'slow or not slow'`` adds GPU-sized cases.
 """
 from __future__ import annotations
 
