@@ -26,15 +26,18 @@ import pallas_flash as pf
 from pallas_flash import TritonConfig
 
 
-def bench(fn, *args, reps=20):
-  """Median wall time (s) of fn(*args) after warm-up, synchronising each call."""
+def bench(fn, *args, bursts=7, calls=8):
+  """Median over bursts of the per-call time (s) of ``calls`` back-to-back
+  calls ended by one device sync (keeps host latency out), after warm-up."""
   jax.block_until_ready(fn(*args))
   jax.block_until_ready(fn(*args))
   times = []
-  for _ in range(reps):
+  for _ in range(bursts):
     t0 = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    times.append(time.perf_counter() - t0)
+    for _ in range(calls):
+      out = fn(*args)
+    jax.block_until_ready(out)
+    times.append((time.perf_counter() - t0) / calls)
   return float(np.median(times))
 
 

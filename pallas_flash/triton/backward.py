@@ -31,8 +31,8 @@ from pallas_flash.triton.forward import kv_tile_loops
 
 
 def _ds(p, dp, delta, th, cap):
-  """dS of a tile (through the soft-cap's tanh if any), log-domain free."""
-  ds = p * (dp - delta[:, None])
+  """dS = P * (dP - delta) (Alg. 2 line 14), through the soft-cap's tanh."""
+  ds = p * (dp - delta)
   if cap is not None:
     ds = ds * (1.0 - th * th)
   return ds
@@ -67,7 +67,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
     do = tiles.load_rows(do_ref, q_start, block_q, t, head_dim, head=g)
     lse2 = tiles.load_vec(lse_ref, q_start, block_q, t, jnp.inf, head=g) * tiles.LOG2E
     delta = tiles.load_vec(delta_ref, q_start, block_q, t, 0.0, head=g)
-    s2, th = tiles.scores(q, k, scale=scale, cap=cap)  # [block_q, block_k]
+    # Key-major tile (Triton tutorial 06): S^T = K Q^T, so that dV += P^T dO
+    # and dK += dS^T Q need no transposes of the [block_k, block_q] tiles.
+    s2t, tht = tiles.scores(k, q, scale=scale, cap=cap)  # [block_k, block_q]
     if masked:
       q_seg = (tiles.load_vec(q_seg_ref, q_start, block_q, t, -1)
                if spec.has_segments else None)
@@ -75,13 +77,14 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
       ok = tiles.tile_visible(spec, inputs, q_start=q_start, k_start=k_start,
                               block_q=block_q, block_k=block_k, t=t, s=s,
                               q_len=q_len, kv_len=kv_len, offset=offset,
-                              q_seg=q_seg, head=g if nm > 1 else None)
-      s2 = jnp.where(ok, s2, masks.MASK_VALUE)
-    p = jnp.exp2(s2 - lse2[:, None])  # P_ij (Alg. 2 line 11); 0 on empty rows
-    dv = dv + tiles.dot(p.astype(do.dtype), do, trans_a=True)
-    dp = tiles.dot(do, v, trans_b=True)  # [block_q, block_k]
-    ds = _ds(p, dp, delta, th, cap)
-    dk = dk + tiles.dot(ds.astype(q.dtype), q, trans_a=True)
+                              q_seg=q_seg, head=g if nm > 1 else None,
+                              key_major=True)
+      s2t = jnp.where(ok, s2t, masks.MASK_VALUE)
+    pt = jnp.exp2(s2t - lse2[None, :])  # P^T (Alg. 2 line 11); 0 on empty rows
+    dv = dv + tiles.dot(pt.astype(do.dtype), do)  # [block_k, Hp]
+    dpt = tiles.dot(v, do, trans_b=True)  # dP^T [block_k, block_q]
+    dst = _ds(pt, dpt, delta[None, :], tht, cap)
+    dk = dk + tiles.dot(dst.astype(q.dtype), q)
     return dk, dv
 
   def group_body(g, carry):
@@ -137,7 +140,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
       s2 = jnp.where(ok, s2, masks.MASK_VALUE)
     p = jnp.exp2(s2 - lse2[:, None])
     dp = tiles.dot(do, v, trans_b=True)
-    ds = _ds(p, dp, delta, th, cap)
+    ds = _ds(p, dp, delta[:, None], th, cap)
     return dq + tiles.dot(ds.astype(k.dtype), k)
 
   def masked_body(tile_k, dq):

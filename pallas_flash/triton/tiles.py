@@ -112,13 +112,14 @@ def dot(a, b, *, trans_a=False, trans_b=False):
                    allow_tf32=False if exact else None)
 
 
-def scores(q, k, *, scale: float, cap: float | None):
-  """log2-domain scores of a tile and, with a soft-cap, tanh(scale*qk/cap).
+def scores(a, b, *, scale: float, cap: float | None):
+  """log2-domain scores of a tile and, with a soft-cap, tanh(scale*ab^T/cap).
 
-  Returns (s2 [block_q, block_k] f32, tanh or None) where
-  s2 = log2(e) * (cap * tanh(scale * q k^T / cap)  or  scale * q k^T).
+  ``scores(q, k)`` gives the [block_q, block_k] tile, ``scores(k, q)`` its
+  transpose.  Returns (s2 f32, tanh or None) where
+  s2 = log2(e) * (cap * tanh(scale * a b^T / cap)  or  scale * a b^T).
   """
-  qk = dot(q, k, trans_b=True)  # [block_q, block_k]
+  qk = dot(a, b, trans_b=True)
   if cap is None:
     return qk * (scale * LOG2E), None
   th = jnp.tanh(qk * (scale / cap))
@@ -127,28 +128,33 @@ def scores(q, k, *, scale: float, cap: float | None):
 
 def tile_visible(spec: masks.MaskSpec, inputs: TileInputs, *, q_start, k_start,
                  block_q: int, block_k: int, t: int, s: int, q_len, kv_len,
-                 offset, q_seg=None, head=None):
+                 offset, q_seg=None, head=None, key_major: bool = False):
   """Element-wise mask of the [block_q, block_k] tile at (q_start, k_start).
 
   Keys past S are always masked (tails); the rest is ``masks``' definition.
   ``q_seg`` is the already loaded [block_q] query segment ids (or None);
-  ``head`` selects the query head of a multi-head dense-mask block.
+  ``head`` selects the query head of a multi-head dense-mask block;
+  ``key_major`` returns the transposed [block_k, block_q] mask.
   """
-  rows = (q_start + jnp.arange(block_q))[:, None]
-  cols = (k_start + jnp.arange(block_k))[None, :]
+  q_idx = q_start + jnp.arange(block_q)
+  k_idx = k_start + jnp.arange(block_k)
+  rows, cols = ((q_idx[None, :], k_idx[:, None]) if key_major
+                else (q_idx[:, None], k_idx[None, :]))
   ok = masks.position_visible(spec, rows, cols, q_len, kv_len, offset)
   if spec.has_segments:
     kv_seg = load_vec(inputs.kv_seg, k_start, block_k, s, -1)
-    ok &= masks.segment_visible(q_seg[:, None], kv_seg[None, :])
+    ok &= (masks.segment_visible(q_seg[None, :], kv_seg[:, None]) if key_major
+           else masks.segment_visible(q_seg[:, None], kv_seg[None, :]))
   if spec.dense_mask_shape is not None:
     _, _, tm, sm = spec.dense_mask_shape
     # Size-1 (broadcast) dims are read as length-1 slices and broadcast.
     q_rows = pl.ds(q_start, block_q) if tm > 1 else pl.ds(0, 1)
     k_cols = pl.ds(k_start, block_k) if sm > 1 else pl.ds(0, 1)
-    in_bounds = ((rows < t) if tm > 1 else True) & ((cols < s) if sm > 1 else True)
+    in_bounds = (((q_idx < t)[:, None] if tm > 1 else True)
+                 & ((k_idx < s)[None, :] if sm > 1 else True))
     idx = (q_rows, k_cols) if head is None else (head, q_rows, k_cols)
-    m = plgpu.load(inputs.mask.at[idx], mask=in_bounds, other=0)
-    ok &= m != 0
+    m = plgpu.load(inputs.mask.at[idx], mask=in_bounds, other=0)  # [bq|1, bk|1]
+    ok &= (m.T if key_major else m) != 0
   return ok
 
 
