@@ -233,6 +233,15 @@ def bench(sweep: bool, with_tokamax: bool):
         log(f"mosaic {cfg} failed: {type(e).__name__}: {str(e)[:300]}")
     if best is not None:
       row["mosaic"], row["mosaic_cfg"] = best[1], best[0]
+    if h > 128 and ref is not None:  # small cells: both against f32 truth
+      r32, _ = reference.attention(q, k, v, None, arrays, spec=spec,
+                                   scale=h ** -0.5, logits_soft_cap=None)
+      r32 = r32.astype(jnp.float32)
+      out, _ = mosaic_fn(spec, h ** -0.5)(q, k, v, arrays)
+      nrm = jnp.linalg.norm(r32)
+      row["rel_err_f32_mosaic"] = float(
+          jnp.linalg.norm(out.astype(jnp.float32) - r32) / nrm)
+      row["rel_err_f32_cudnn"] = float(jnp.linalg.norm(ref - r32) / nrm)
     if ref is not None:
       out, _ = mosaic_fn(spec, h ** -0.5)(q, k, v, arrays)
       row["rel_err_vs_cudnn"] = float(
