@@ -234,7 +234,8 @@ def bench(sweep: bool, with_tokamax: bool):
     if best is not None:
       row["mosaic"], row["mosaic_cfg"] = best[1], best[0]
     if h > 128 and ref is not None:  # small cells: both against f32 truth
-      r32, _ = reference.attention(q, k, v, None, arrays, spec=spec,
+      f32 = lambda x: x.astype(jnp.float32)
+      r32, _ = reference.attention(f32(q), f32(k), f32(v), None, arrays, spec=spec,
                                    scale=h ** -0.5, logits_soft_cap=None)
       r32 = r32.astype(jnp.float32)
       out, _ = mosaic_fn(spec, h ** -0.5)(q, k, v, arrays)
