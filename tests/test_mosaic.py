@@ -193,3 +193,28 @@ def test_config_table_fits_smem():
     for causal in (False, True):
       cfg = MosaicConfig.default(h, causal)
       assert cfg.smem_bytes(h) <= 227 * 1024, (h, causal, cfg)
+
+
+def test_gradients_through_public_api():
+  """implementation="mosaic": Mosaic forward, Pallas-Triton backward."""
+  import functools
+
+  import pallas_flash as pf
+
+  ks = jax.random.split(jax.random.key(11), 4)
+  shape = (1, 130, 2, 64)
+  q, k, v = (jax.random.normal(kk, shape, jnp.float32).astype(jnp.bfloat16)
+             for kk in ks[:3])
+  d_out = jax.random.normal(ks[3], shape, jnp.float32).astype(jnp.bfloat16)
+  kw = dict(is_causal=True)
+  out, vjp = jax.vjp(functools.partial(pf.flash_attention,
+                                       implementation="mosaic", **kw), q, k, v)
+  f32 = lambda x: x.astype(jnp.float32)
+  ref, ref_vjp = jax.vjp(functools.partial(pf.flash_attention,
+                                           implementation="xla", **kw),
+                         f32(q), f32(k), f32(v))
+  rel = lambda a, b: float(jnp.linalg.norm(f32(a) - b) / jnp.linalg.norm(b))
+  assert rel(out, ref) < 1e-2
+  for name, g, r in zip("qkv", vjp(d_out), ref_vjp(f32(d_out))):
+    assert g.dtype == jnp.bfloat16 and bool(jnp.all(jnp.isfinite(f32(g))))
+    assert rel(g, r) < 2e-2, (name, rel(g, r))
