@@ -49,19 +49,20 @@ class TritonConfig:
     """Per-head-dim default.
 
     Measured on an H200, JAX 0.11.2, bf16, B*S = 16384, S = 4096, mean of
-    causal and non-causal (benchmarks/RESULTS.md, "Triton block sweep"):
-    d64 forward (64, 64, 4 warps, 3 stages) 211 TFLOP/s vs 185-199 for the
-    128-row tiles; d128 forward (128, 32, 4, 3) 231 vs 206-218; backward
-    64x64 tiles, 4 warps, 2 stages 256 (d64) / 321 (d128) TFLOP/s vs 53-226
-    for 128-wide tiles or 8 warps (register spills).  d > 128 halves the tiles
-    to stay inside the 227 KiB of shared memory.
+    causal and non-causal (benchmarks/results/triton_sweep_*.log):
+    d64 forward (64, 64, 4 warps, 3 stages) 325 TFLOP/s vs 285-313 for
+    (64,64,4,4), (64,128,4,3), (128,64,4,3), (64,32,4,3); d128 forward
+    (128, 64, 4, 3) 358 vs 327-346 for (128,32,4,3), (64,32,4,3), (64,64,4,3);
+    backward 64x64 tiles, 4 warps, 2 stages 287 (d64) / 343 (d128) TFLOP/s vs
+    123-295 for 32-row tiles, 3 stages or 8 warps (register spills).  d > 128
+    halves the tiles to stay inside the 227 KiB of shared memory.
     """
     if head_dim <= 64:
       return cls(block_q=64, block_k=64, num_warps=4, num_stages=3,
                  block_q_dkv=64, block_k_dkv=64, block_q_dq=64, block_k_dq=64,
                  num_warps_bwd=4, num_stages_bwd=2)
     if head_dim <= 128:
-      return cls(block_q=128, block_k=32, num_warps=4, num_stages=3,
+      return cls(block_q=128, block_k=64, num_warps=4, num_stages=3,
                  block_q_dkv=64, block_k_dkv=64, block_q_dq=64, block_k_dq=64,
                  num_warps_bwd=4, num_stages_bwd=2)
     return cls(block_q=64, block_k=32, num_warps=4, num_stages=2,

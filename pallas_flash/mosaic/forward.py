@@ -265,7 +265,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
       plgpu.commit_smem()
       plgpu.copy_smem_to_gmem(q_smem, out_ref.at[b, pl.ds(q_base, bq), n])
       plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[b, n, pl.ds(q_base, bq)])
-      plgpu.wait_smem_to_gmem(0)
+      plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # smem free: exit
 
     @pl.when(wg == _CONSUMERS)
     def _producer():

@@ -83,12 +83,29 @@ def load_rows(ref, start, block: int, limit: int, head_dim: int, head=None):
   """
   rows = start + jnp.arange(block)
   head_dim_padded = ref.shape[-1]
-  mask = (rows < limit)[:, None] & (jnp.arange(head_dim_padded) < head_dim)[None, :]
+  mask = _row_col_mask(rows, block, limit, head_dim, head_dim_padded)
   if head is None:
     idx = (pl.ds(start, block), slice(None))
   else:
     idx = (pl.ds(start, block), head, slice(None))
+  if mask is None:
+    return plgpu.load(ref.at[idx])
   return plgpu.load(ref.at[idx], mask=mask, other=0.0)
+
+
+def _row_col_mask(rows, block, limit, head_dim, head_dim_padded):
+  """Bounds mask of a [block, Hp] tile; None when statically in bounds
+  (every tile full and H a power of two), which keeps loads unpredicated."""
+  need_rows = limit % block != 0
+  need_cols = head_dim != head_dim_padded
+  if not (need_rows or need_cols):
+    return None
+  mask = jnp.ones((block, head_dim_padded), jnp.bool_)
+  if need_rows:
+    mask &= (rows < limit)[:, None]
+  if need_cols:
+    mask &= (jnp.arange(head_dim_padded) < head_dim)[None, :]
+  return mask
 
 
 def load_vec(ref, start, block: int, limit: int, other, head=None):
@@ -101,7 +118,7 @@ def load_vec(ref, start, block: int, limit: int, other, head=None):
 def store_rows(ref, value, start, block: int, limit: int, head_dim: int):
   """Stores a [block, Hp] tile into a blocked [block, Hp] output ref."""
   rows = start + jnp.arange(block)
-  mask = (rows < limit)[:, None] & (jnp.arange(ref.shape[-1]) < head_dim)[None, :]
+  mask = _row_col_mask(rows, block, limit, head_dim, ref.shape[-1])
   plgpu.store(ref, value.astype(ref.dtype), mask=mask)
 
 
