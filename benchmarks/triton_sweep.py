@@ -71,6 +71,8 @@ def main():
   ap = argparse.ArgumentParser()
   ap.add_argument("--quick", action="store_true")
   ap.add_argument("--json")
+  ap.add_argument("--cells-only", action="store_true",
+                  help="skip the sweep; time the workload cells at the defaults")
   args = ap.parse_args()
   warnings.filterwarnings("ignore", category=DeprecationWarning)
   from jax.experimental.pallas.ops.gpu import attention as jax_mha
@@ -110,14 +112,14 @@ def main():
 
     # Forward sweep (bwd at its default), then backward sweep at the best fwd.
     fwd_scores = {}
-    for fc in FWD_CANDIDATES[d][: 2 if args.quick else None]:
+    for fc in [] if args.cells_only else FWD_CANDIDATES[d][: 2 if args.quick else None]:
       cfg = dataclasses.replace(base, block_q=fc[0], block_k=fc[1], num_warps=fc[2], num_stages=fc[3])
       fwd_scores[fc] = run_cfg(cfg, False)[0]
       rows.append(dict(kind="sweep_fwd", d=d, S=s_len, cfg=fc, fwd_mean_nc=fwd_scores[fc]))
       print(f"d{d} S{s_len} fwd (block_q, block_k, warps, stages)={fc}: {fwd_scores[fc]:.0f} TFLOP/s (mean of N, C)", flush=True)
-    best_f = max(fwd_scores, key=fwd_scores.get)
+    best_f = max(fwd_scores, key=fwd_scores.get) if fwd_scores else None
     bwd_scores = {}
-    for bc in BWD_CANDIDATES[: 2 if args.quick else None]:
+    for bc in [] if args.cells_only else BWD_CANDIDATES[: 2 if args.quick else None]:
       cfg = dataclasses.replace(base, block_q=best_f[0], block_k=best_f[1], num_warps=best_f[2],
                                 num_stages=best_f[3], block_q_dkv=bc[0], block_k_dkv=bc[1],
                                 block_q_dq=bc[2], block_k_dq=bc[3], num_warps_bwd=bc[4],

@@ -52,7 +52,8 @@ class TritonConfig:
     causal and non-causal (benchmarks/results/triton_sweep_*.log):
     d64 forward (64, 64, 4 warps, 3 stages) 325 TFLOP/s vs 285-313 for
     (64,64,4,4), (64,128,4,3), (128,64,4,3), (64,32,4,3); d128 forward
-    (128, 64, 4, 3) 358 vs 327-346 for (128,32,4,3), (64,32,4,3), (64,64,4,3);
+    (128, 64, 8, 3) 368 vs 297-356 for (128,64,4,3), (128,128,8,2),
+    (128,64,8,2), (128,32,4,3) (sweep v3);
     backward 64x64 tiles, 4 warps, 2 stages 287 (d64) / 343 (d128) TFLOP/s vs
     123-295 for 32-row tiles, 3 stages or 8 warps (register spills).  d > 128
     halves the tiles to stay inside the 227 KiB of shared memory.
@@ -62,7 +63,7 @@ class TritonConfig:
                  block_q_dkv=64, block_k_dkv=64, block_q_dq=64, block_k_dq=64,
                  num_warps_bwd=4, num_stages_bwd=2)
     if head_dim <= 128:
-      return cls(block_q=128, block_k=64, num_warps=4, num_stages=3,
+      return cls(block_q=128, block_k=64, num_warps=8, num_stages=3,
                  block_q_dkv=64, block_k_dkv=64, block_q_dq=64, block_k_dq=64,
                  num_warps_bwd=4, num_stages_bwd=2)
     return cls(block_q=64, block_k=32, num_warps=4, num_stages=2,

@@ -116,6 +116,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
   inputs = tiles.TileInputs(lens_ref, q_seg_ref, kv_seg_ref, kv_seg_lo_ref,
                             kv_seg_hi_ref, q_seg_lo_ref, q_seg_hi_ref, mask_ref)
   tile_q = pl.program_id(0)
+  if spec.is_causal:  # longest-first, as in the forward
+    tile_q = pl.num_programs(0) - 1 - tile_q
   q_start = tile_q * block_q
   q_len, kv_len = lens_ref[0], lens_ref[1]
   offset = masks.diagonal_offset(spec, q_len, kv_len)
@@ -205,12 +207,14 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   q_rows = pl.BlockSpec((None, t, None, hp), lambda i, bi, hi: (bi, 0, hi, 0))
   kv_rows = pl.BlockSpec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi // group, 0))
   row_vec = pl.BlockSpec((None, None, t), lambda i, bi, hi: (bi, hi, 0))
+  nq = pl.cdiv(t, bq)
+  tile = (lambda i: nq - 1 - i) if spec.is_causal else (lambda i: i)
   dq = pl.pallas_call(
       functools.partial(_dq_kernel, spec=spec, scale=params.scale, cap=cap,
                         block_q=bq, block_k=bk, head_dim=h, t=t, s=s),
-      grid=(pl.cdiv(t, bq), b, n),
+      grid=(nq, b, n),
       in_specs=[q_rows, kv_rows, kv_rows, q_rows, row_vec, row_vec, *mask_specs],
-      out_specs=pl.BlockSpec((None, bq, None, hp), lambda i, bi, hi: (bi, i, hi, 0)),
+      out_specs=pl.BlockSpec((None, bq, None, hp), lambda i, bi, hi: (bi, tile(i), hi, 0)),
       out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
       compiler_params=compiler_params,
       interpret=params.interpret,

@@ -43,6 +43,8 @@ def _forward_kernel(q_ref, k_ref, v_ref, lens_ref, q_seg_ref, kv_seg_ref,
   inputs = tiles.TileInputs(lens_ref, q_seg_ref, kv_seg_ref, kv_seg_lo_ref,
                             kv_seg_hi_ref, q_seg_lo_ref, q_seg_hi_ref, mask_ref)
   tile_q = pl.program_id(0)
+  if spec.is_causal:  # longest-first: the heaviest (last) query tiles start first
+    tile_q = pl.num_programs(0) - 1 - tile_q
   q_start = tile_q * block_q
   q_len, kv_len = lens_ref[0], lens_ref[1]
   offset = masks.diagonal_offset(spec, q_len, kv_len)
@@ -121,13 +123,15 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
       pl.BlockSpec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi // group, 0)),
       *mask_specs,
   ]
+  nq = pl.cdiv(t, block_q)
+  tile = (lambda i: nq - 1 - i) if params.spec.is_causal else (lambda i: i)
   out_specs = [
-      pl.BlockSpec((None, block_q, None, hp), lambda i, bi, hi: (bi, i, hi, 0)),
-      pl.BlockSpec((None, None, block_q), lambda i, bi, hi: (bi, hi, i)),
+      pl.BlockSpec((None, block_q, None, hp), lambda i, bi, hi: (bi, tile(i), hi, 0)),
+      pl.BlockSpec((None, None, block_q), lambda i, bi, hi: (bi, hi, tile(i))),
   ]
   out, lse = pl.pallas_call(
       kernel,
-      grid=(pl.cdiv(t, block_q), b, n),
+      grid=(nq, b, n),
       in_specs=in_specs,
       out_specs=out_specs,
       out_shape=[jax.ShapeDtypeStruct(q.shape, q.dtype),
