@@ -21,6 +21,25 @@ from cases import FORWARD, GRADIENT, TOL, Case
 IMPL = "triton"
 
 
+def _kernel_impls():
+  """The kernel backends under test: Pallas-Triton everywhere (interpret mode on
+  CPU); on a Hopper GPU also the Mosaic GPU forward, over the same matrix (its
+  CPU interpret-mode cases live in test_mosaic.py: interpret is slow)."""
+  impls = ["triton"]
+  dev = jax.devices()[0]
+  if dev.platform == "gpu" and str(getattr(dev, "compute_capability", "")).startswith("9"):
+    impls.append("mosaic")
+  return impls
+
+
+IMPLS = _kernel_impls()
+
+
+def _mosaic_refuses(impl: str, case: Case) -> bool:
+  """Inputs the Mosaic forward rejects by design (NotImplementedError)."""
+  return impl == "mosaic" and (case.dtype == "float32" or case.dense_mask is not None)
+
+
 def _rel(x, ref):
   x, ref = np.asarray(x, np.float32), np.asarray(ref, np.float32)
   return float(np.max(np.abs(x - ref)) / max(np.max(np.abs(ref)), 1e-6))
@@ -30,10 +49,15 @@ def _upcast(*xs):
   return [x.astype(jnp.float32) for x in xs]
 
 
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("case", FORWARD, ids=str)
-def test_forward_matches_reference(case: Case):
+def test_forward_matches_reference(case: Case, impl: str):
   q, k, v, kw = case.inputs()
-  out, lse = pf.flash_attention(q, k, v, implementation=IMPL, return_residual=True, **kw)
+  if _mosaic_refuses(impl, case):
+    with pytest.raises(NotImplementedError):
+      pf.flash_attention(q, k, v, implementation=impl, **kw)
+    return
+  out, lse = pf.flash_attention(q, k, v, implementation=impl, return_residual=True, **kw)
   ref, ref_lse = pf.flash_attention(*_upcast(q, k, v), implementation="xla",
                                     return_residual=True, **kw)
   chex.assert_shape(out, q.shape)
@@ -45,11 +69,16 @@ def test_forward_matches_reference(case: Case):
   np.testing.assert_allclose(lse, ref_lse, atol=tol["lse"], rtol=tol["lse"])
 
 
-@pytest.mark.parametrize("case", GRADIENT, ids=str)
-def test_gradients_match_reference_vjp(case: Case):
+def _supported(cases):
+  return [pytest.param(c, i, id=f"{c}-{i}") for c in cases for i in IMPLS
+          if not _mosaic_refuses(i, c)]
+
+
+@pytest.mark.parametrize("case, impl", _supported(GRADIENT))
+def test_gradients_match_reference_vjp(case: Case, impl: str):
   q, k, v, kw = case.inputs()
   d_out = jax.random.normal(jax.random.key(7), q.shape, jnp.float32).astype(q.dtype)
-  out, vjp = jax.vjp(functools.partial(pf.flash_attention, implementation=IMPL, **kw), q, k, v)
+  out, vjp = jax.vjp(functools.partial(pf.flash_attention, implementation=impl, **kw), q, k, v)
   ref, ref_vjp = jax.vjp(functools.partial(pf.flash_attention, implementation="xla", **kw),
                          *_upcast(q, k, v))
   grads = vjp(d_out)
@@ -197,7 +226,7 @@ SLOW = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", SLOW, ids=str)
-def test_large_forward_and_gradients(case: Case):
-  test_forward_matches_reference(case)
-  test_gradients_match_reference_vjp(case)
+@pytest.mark.parametrize("case, impl", _supported(SLOW))
+def test_large_forward_and_gradients(case: Case, impl: str):
+  test_forward_matches_reference(case, impl)
+  test_gradients_match_reference_vjp(case, impl)
