@@ -95,6 +95,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
                       spec: masks.MaskSpec, scale: float, cap: float | None,
                       block_q: int, block_kv: int, num_stages: int,
                       num_q_tiles: int, group: int, longest_first: bool,
+                      masked_first: bool, split_schedule_wait: bool,
                       interpret: bool):
   """One CTA: rows [qt * 2 * block_q, (qt + 1) * 2 * block_q) of (b, n)."""
   if spec.has_segments:
@@ -121,14 +122,18 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
     full_first = tiles_ref[b, qt, 1]
     full_last = tiles_ref[b, qt, 2]
     last = tiles_ref[b, qt, 3]
-    # Visiting order (producer and consumers agree on it): the edge tiles
-    # that need a mask first (leading, then trailing), then the full tiles.
-    # Step j of the sequence uses ring slot j % num_stages.
+    # Visiting order (producer and consumers agree on it); step j of the
+    # sequence uses ring slot j % num_stages.  masked_first: the edge tiles
+    # that need a mask (leading, then trailing), then the full tiles; else
+    # ascending kv order (leading masked, full, trailing masked).
     n_lead = full_first - first
     n_masked = n_lead + (last - full_last)
+    n_full_end = full_last - first  # ascending order: end of the full run
     n_steps = last - first
 
     def tile_of(j):
+      if not masked_first:
+        return first + j
       return jnp.where(j < n_lead, first + j,
                        jnp.where(j < n_masked, full_last + (j - n_lead),
                                  full_first + (j - n_masked)))
@@ -176,17 +181,20 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
       def step(j, carry, *, masked: bool):
         acc, m_i, l_i = carry
         slot = lax.rem(j, num_stages)
-        ki = tile_of(j) if masked else full_first + (j - n_masked)
+        ki = tile_of(j)
 
         # -- S = Q K^T  [bq, bk] on the tensor cores
         def qk(acc_ref):
           plgpu.wgmma(acc_ref, q_smem, k_smems.at[slot].transpose((1, 0)))
           plgpu.barrier_arrive(sched)  # my GEMM is issued: the other may go
+          if not split_schedule_wait:
+            plgpu.barrier_wait(sched)
           return acc_ref[...]  # waits for the wgmma
 
         s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
         plgpu.barrier_arrive(k_done.at[slot])
-        plgpu.barrier_wait(sched)
+        if split_schedule_wait:  # the wgmma wait overlaps the turn wait
+          plgpu.barrier_wait(sched)
 
         # -- update m_i and l_i (base 2)
         fma = not masked and cap is None and scale > 0
@@ -246,8 +254,14 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
       masked_step = functools.partial(step, masked=True)
       plain_step = functools.partial(step, masked=False)
       carry = (acc, m_i, l_i)
-      carry = lax.fori_loop(0, n_masked, masked_step, carry)
-      acc, m_i, l_i = lax.fori_loop(n_masked, n_steps, plain_step, carry)
+      if masked_first:
+        carry = lax.fori_loop(0, n_masked, masked_step, carry)
+        carry = lax.fori_loop(n_masked, n_steps, plain_step, carry)
+      else:
+        carry = lax.fori_loop(0, n_lead, masked_step, carry)
+        carry = lax.fori_loop(n_lead, n_full_end, plain_step, carry)
+        carry = lax.fori_loop(n_full_end, n_steps, masked_step, carry)
+      acc, m_i, l_i = carry
       pl.when(wg == 0)(rendezvous)  # balance consumer 1's head start
 
       # -- epilogue: normalise; fully masked / padding rows give 0 and +inf
@@ -395,7 +409,8 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
       _attention_kernel, spec=spec, scale=float(params.scale),
       cap=params.logits_soft_cap, block_q=bq, block_kv=bk,
       num_stages=cfg.num_stages, num_q_tiles=num_q_tiles, group=n // kh,
-      longest_first=spec.is_causal, interpret=params.interpret)
+      longest_first=spec.is_causal, masked_first=cfg.masked_first,
+      split_schedule_wait=cfg.split_schedule_wait, interpret=params.interpret)
   kernel.__name__ = "pallas_flash_mosaic_fwd"
   if cfg.q_tiles_inner:  # the CTAs of one (b, n) run together: K/V stay in L2
     grid, grid_names = (num_q_tiles, n, b), ("q_tiles", "heads", "batch")
