@@ -42,13 +42,14 @@ _C = MosaicConfig
 def sweep_configs(h):
   """Candidate tiles per head dim (all fit 227 KiB of shared memory)."""
   if h <= 64:
-    base = [(128, 2), (128, 3), (128, 4), (192, 2), (256, 2)]
+    base = [(128, 2), (256, 2)]
   elif h <= 128:
-    base = [(128, 2), (64, 3), (64, 4)]
+    base = [(128, 2)]
   else:
     base = [(64, 2)]
-  return [_C(block_q=64, block_kv=bk, num_stages=st, q_tiles_inner=inner)
-          for bk, st in base for inner in (False, True)]
+  return [_C(block_q=64, block_kv=bk, num_stages=st, masked_first=mf,
+             split_schedule_wait=sp)
+          for bk, st in base for mf in (True, False) for sp in (True, False)]
 
 
 def log(*a):
@@ -225,7 +226,8 @@ def bench(sweep: bool, with_tokamax: bool):
         f = mosaic_fn(spec, h ** -0.5, None, cfg)
         ms = _bench(lambda q, k, v: f(q, k, v, arrays), q, k, v)
         name = "default" if cfg is None else (
-            f"bk{cfg.block_kv}s{cfg.num_stages}{'i' if cfg.q_tiles_inner else ''}")
+            f"bk{cfg.block_kv}s{cfg.num_stages}{'i' if cfg.q_tiles_inner else ''}"
+            f"{'M' if cfg.masked_first else 'A'}{'S' if cfg.split_schedule_wait else 'J'}")
         row[f"mosaic[{name}]"] = tf(ms)
         if best is None or tf(ms) > best[1]:
           best = (name, tf(ms))

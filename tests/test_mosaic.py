@@ -119,6 +119,10 @@ CASES = [
     Case("head dim 40 (padded)", h=40),
     Case("bk64 3 stages", t=128, s=320, config=MosaicConfig(
         block_q=64, block_kv=64, num_stages=3)),
+    Case("ascending order, joined turn wait", t=256, s=300, causal=True,
+         window=(100, 20), config=MosaicConfig(
+             block_q=64, block_kv=64, num_stages=2, masked_first=False,
+             split_schedule_wait=False)),
 ]
 
 # GPU-sized cases (run with -m slow on the GPU).

@@ -23,12 +23,20 @@ class MosaicConfig:
       adjacent in the grid (they share K/V in L2); False: all heads of one
       q tile are adjacent (with causal masking the longest tiles, launched
       first, then run machine-wide first).
+    masked_first: visit the kv tiles that need an element-wise mask first
+      (one masked and one plain loop body) instead of in ascending order
+      (masked, plain, masked: three loop bodies).
+    split_schedule_wait: in the ping-pong, arrive on the turn barrier right
+      after issuing Q K^T but wait for the turn only after that wgmma's
+      result is in registers (False: arrive and wait before reading it).
   """
 
   block_q: int = 64
   block_kv: int = 128
   num_stages: int = 2
   q_tiles_inner: bool = False
+  masked_first: bool = True
+  split_schedule_wait: bool = True
 
   def __post_init__(self):
     if self.block_q != 64:
