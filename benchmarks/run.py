@@ -106,6 +106,8 @@ def parse_args(argv=None):
   p.add_argument("--no-check", action="store_true",
                  help="skip the reference check (not recommended)")
   p.add_argument("--no-plots", action="store_true")
+  p.add_argument("--smoke", action="store_true",
+                 help="force the small smoke version (what a CPU-only machine runs)")
   p.add_argument("--out", default=None,
                  help="results folder (default benchmarks/results/<device>_<date>; "
                       "without a GPU, $TMPDIR/pallas_flash_bench_smoke)")
@@ -778,7 +780,7 @@ def main(argv=None) -> int:
   args = parse_args(argv)
   argv_list = sys.argv[1:] if argv is None else list(argv)
   command = "python -m benchmarks.run" + "".join(" " + shlex.quote(a) for a in argv_list)
-  smoke = jax.default_backend() != "gpu"
+  smoke = args.smoke or jax.default_backend() != "gpu"
   env = environment()
   out_dir = args.out or (
       os.path.join(tempfile.gettempdir(), "pallas_flash_bench_smoke") if smoke

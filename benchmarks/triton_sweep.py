@@ -127,7 +127,8 @@ def main():
       bwd_scores[bc] = run_cfg(cfg, True)[1]
       rows.append(dict(kind="sweep_bwd", d=d, S=s_len, cfg=bc, bwd_mean_nc=bwd_scores[bc]))
       print(f"d{d} S{s_len} bwd (bq_dkv, bk_dkv, bq_dq, bk_dq, warps, stages)={bc}: {bwd_scores[bc]:.0f} TFLOP/s", flush=True)
-    best_b = max(bwd_scores, key=bwd_scores.get)
+    if bwd_scores:
+      print(f"d{d}: best fwd {best_f} best bwd {max(bwd_scores, key=bwd_scores.get)}", flush=True)
     # --- the workload cells with the default config vs JAX's mha ---
     for s_len in (4096, 16384):
       b, n = 16384 // s_len, 2048 // d
