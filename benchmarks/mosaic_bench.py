@@ -56,12 +56,16 @@ def log(*a):
   print(*a, flush=True)
 
 
-def _bench(fn, *args, reps=5, iters=10):
-  """Median over `reps` of the mean time of `iters` back-to-back calls (ms)."""
+def _bench(fn, *args, reps=7, min_ms=40.0):
+  """Median over `reps` of the mean time of back-to-back calls (ms); each rep
+  runs enough calls to last >= min_ms."""
   out = fn(*args)
   jax.block_until_ready(out)
+  t0 = time.perf_counter()
   out = fn(*args)
   jax.block_until_ready(out)
+  est = (time.perf_counter() - t0) * 1e3
+  iters = max(10, int(min_ms / max(est, 1e-3)))
   times = []
   for _ in range(reps):
     t0 = time.perf_counter()
