@@ -2,7 +2,7 @@
 ``mha`` on the FlashAttention benchmark workload (bf16, batch*seqlen = 16384,
 hidden 2048).  Backs the defaults in ``pallas_flash/config.py``.
 
-    python benchmarks/triton_sweep.py [--quick] [--json OUT.json]
+    python -m benchmarks.triton_sweep [--quick] [--cells-only] [--json OUT.json]
 
 Prints one table: TFLOP/s (fwd: 4*B*N*S^2*H, x0.5 causal; bwd: 2.5x that over
 the fwd+bwd minus fwd time) per config and the ratio to ``mha`` measured in
@@ -15,7 +15,6 @@ import dataclasses
 import datetime
 import json
 import math
-import time
 import warnings
 
 import jax
@@ -23,22 +22,14 @@ import jax.numpy as jnp
 import numpy as np
 
 import pallas_flash as pf
+from benchmarks.run import time_calls
 from pallas_flash import TritonConfig
 
 
-def bench(fn, *args, bursts=7, calls=8):
-  """Median over bursts of the per-call time (s) of ``calls`` back-to-back
-  calls ended by one device sync (keeps host latency out), after warm-up."""
-  jax.block_until_ready(fn(*args))
-  jax.block_until_ready(fn(*args))
-  times = []
-  for _ in range(bursts):
-    t0 = time.perf_counter()
-    for _ in range(calls):
-      out = fn(*args)
-    jax.block_until_ready(out)
-    times.append((time.perf_counter() - t0) / calls)
-  return float(np.median(times))
+def bench(fn, *args):
+  """Median seconds per call (bursts of back-to-back calls; see benchmarks.run)."""
+  jax.block_until_ready(fn(*args))  # compile + warm up
+  return time_calls(fn, args, reps=7, sample_s=0.025)[0]
 
 
 def fwd_bwd_fns(attn):
