@@ -19,7 +19,6 @@ import warnings
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 import pallas_flash as pf
 from benchmarks.run import time_calls

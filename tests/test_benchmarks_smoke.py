@@ -4,7 +4,6 @@ import dataclasses
 import json
 
 import jax
-import pytest
 
 from benchmarks import run, workloads
 

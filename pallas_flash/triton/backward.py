@@ -50,7 +50,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
   k_start = tile_k * block_k
   q_len, kv_len = lens_ref[0], lens_ref[1]
   offset = masks.diagonal_offset(spec, q_len, kv_len)
-  k_end = jnp.minimum(k_start + block_k, kv_len)
   k = tiles.load_rows(k_ref, k_start, block_k, s, head_dim)  # [block_k, Hp]
   v = tiles.load_rows(v_ref, k_start, block_k, s, head_dim)
   first, last, full_first, full_last = masks.tile_range(
@@ -103,7 +102,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
   hp = k_ref.shape[-1]
   zeros = jnp.zeros((block_k, hp), jnp.float32)
   dk, dv = lax.fori_loop(0, group, group_body, (zeros, zeros))
-  del k_end
   tiles.store_rows(dk_ref, dk * scale, k_start, block_k, s, head_dim)
   tiles.store_rows(dv_ref, dv, k_start, block_k, s, head_dim)
 
