@@ -47,6 +47,16 @@ class Case:
   cap: float | None = None
   dtype: str = "bfloat16"
   config: MosaicConfig | None = None
+  dense: str | None = None  # "full": [B, N, T, S]; "keys": [1, 1, 1, S]
+
+
+def _dense_mask(c: Case, key):
+  if c.dense == "full":
+    m = jax.random.bernoulli(key, 0.7, (c.b, c.n, c.t, c.s))
+    return m.at[:, :, 3, :].set(False)  # a fully masked row per head
+  if c.dense == "keys":
+    return jax.random.bernoulli(key, 0.6, (1, 1, 1, c.s))
+  raise ValueError(c.dense)
 
 
 def _run(c: Case, seed: int = 0):
@@ -65,9 +75,12 @@ def _run(c: Case, seed: int = 0):
     q_seg = jnp.sort(jax.random.randint(ks[3], (c.b, c.t), 0, 4), axis=-1)
     q_seg = q_seg.at[:, -5:].set(-1)  # padding tokens: fully masked rows
     kv_seg = q_seg
-  arrays = masks.MaskArrays(q_len, kv_len, q_seg, kv_seg)
-  spec = masks.MaskSpec(is_causal=c.causal, bottom_right=c.bottom_right,
-                        window=c.window, has_segments=c.segments)
+  dense = None if c.dense is None else _dense_mask(c, jax.random.key(seed + 1))
+  arrays = masks.MaskArrays(q_len, kv_len, q_seg, kv_seg, dense)
+  spec = masks.MaskSpec(
+      is_causal=c.causal, bottom_right=c.bottom_right, window=c.window,
+      has_segments=c.segments,
+      dense_mask_shape=None if dense is None else tuple(dense.shape))
   scale = c.h ** -0.5
   params = KernelParams(spec=spec, scale=scale, logits_soft_cap=c.cap,
                         forward="mosaic", config=c.config, interpret=INTERPRET)
@@ -119,6 +132,9 @@ CASES = [
     Case("head dim 40 (padded)", h=40),
     Case("bk64 3 stages", t=128, s=320, config=MosaicConfig(
         block_q=64, block_kv=64, num_stages=3)),
+    Case("dense mask [B,N,T,S]", b=2, n=2, kh=2, t=130, s=200, causal=True,
+         dense="full"),
+    Case("dense mask [1,1,1,S]", t=128, s=256, dense="keys"),
     Case("ascending order, joined turn wait", t=256, s=300, causal=True,
          window=(100, 20), config=MosaicConfig(
              block_q=64, block_kv=64, num_stages=2, masked_first=False,
@@ -141,6 +157,8 @@ SLOW = [
     Case("fp16 S1k d128", t=1024, s=1024, n=4, kh=4, h=128, dtype="float16"),
     Case("softcap S1k", t=1024, s=1024, n=2, kh=2, h=128, cap=20.0,
          causal=True),
+    Case("dense mask S1k", b=2, t=1000, s=1024, n=2, kh=2, h=128,
+         dense="full"),
 ]
 
 
@@ -175,10 +193,6 @@ def test_unsupported_raise_not_implemented():
   q = jnp.zeros((1, 128, 1, 64), jnp.float32)
   with pytest.raises(NotImplementedError, match="float16/bfloat16"):
     mosaic_forward.check_supported(_params(), q, q, q)
-  q = q.astype(jnp.bfloat16)
-  with pytest.raises(NotImplementedError, match="dense boolean masks"):
-    mosaic_forward.check_supported(
-        _params(dense_mask_shape=(1, 1, 128, 128)), q, q, q)
 
 
 def test_bad_config():

@@ -66,9 +66,6 @@ def check_supported(params: KernelParams, q, k, v) -> None:
     raise NotImplementedError(
         f"mosaic forward takes float16/bfloat16, got {q.dtype} (the "
         "dispatcher falls back to triton)")
-  if params.spec.dense_mask_shape is not None:
-    raise NotImplementedError("mosaic forward: dense boolean masks are not "
-                              "implemented (triton takes them)")
   if params.config is not None and not isinstance(params.config, MosaicConfig):
     raise ValueError(f"config for implementation='mosaic' must be a "
                      f"MosaicConfig, got {type(params.config).__name__}")
@@ -98,11 +95,13 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
                       masked_first: bool, split_schedule_wait: bool,
                       interpret: bool):
   """One CTA: rows [qt * 2 * block_q, (qt + 1) * 2 * block_q) of (b, n)."""
+  refs = list(refs)
+  q_seg_ref = kv_seg_ref = mask_ref = None
   if spec.has_segments:
-    q_seg_ref, kv_seg_ref, out_ref, lse_ref = refs
-  else:
-    q_seg_ref = kv_seg_ref = None
-    out_ref, lse_ref = refs
+    q_seg_ref, kv_seg_ref = refs.pop(0), refs.pop(0)
+  if spec.dense_mask_shape is not None:
+    mask_ref = refs.pop(0)  # [Bm, Nm, Tp, Sp] int8
+  out_ref, lse_ref = refs
   dtype = q_ref.dtype
   head_dim = q_ref.shape[-1]
   bq, bk = block_q, block_kv
@@ -214,6 +213,13 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
                                   layout=_COL, optimized=False)
               kv_seg = lax.broadcast_in_dim(kv_seg, (bq, bk), [1])
               ok = ok & masks.segment_visible(q_seg, kv_seg)
+            if mask_ref is not None:
+              mb = b if mask_ref.shape[0] > 1 else 0
+              mn = n if mask_ref.shape[1] > 1 else 0
+              tile = plgpu.load(
+                  mask_ref.at[mb, mn, pl.ds(q_base, bq), pl.ds(ki * bk, bk)],
+                  layout=_WGMMA, optimized=False)
+              ok = ok & (tile != 0)
             s = jnp.where(ok, s, _MASK)
           m_new = jnp.maximum(m_i, s.max(axis=1))
           p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
@@ -336,9 +342,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
 # --------------------------------------------------------------------------
 
 
-def _tile_table(spec: masks.MaskSpec, arrays: masks.MaskArrays, q_len, kv_len,
-                offset, num_q_tiles: int, num_kv_tiles: int, rows: int,
-                block_kv: int):
+def _tile_table(spec: masks.MaskSpec, arrays: masks.MaskArrays, dense, q_len,
+                kv_len, offset, num_q_tiles: int, num_kv_tiles: int,
+                rows: int, block_kv: int):
   """[B, num_q_tiles, 4] int32: (first, full_first, full_last, last) kv tiles.
 
   Tiles in [first, full_first) and [full_last, last) get the element-wise
@@ -350,6 +356,7 @@ def _tile_table(spec: masks.MaskSpec, arrays: masks.MaskArrays, q_len, kv_len,
       spec, q_start, q_end, kv_len[:, None], offset[:, None])
   first, last, full_first, full_last = masks.tile_range(
       lo, hi, full_lo, full_hi, block_kv)
+  overlap = None  # [B or 1, Qt, Kt]: may the tile hold a visible pair?
   if spec.has_segments:
     # Skip leading / trailing kv tiles that share no segment with the q tile.
     q_lo, q_hi = masks.segment_tile_ranges(arrays.q_segment_ids, rows)
@@ -357,13 +364,21 @@ def _tile_table(spec: masks.MaskSpec, arrays: masks.MaskArrays, q_len, kv_len,
     q_lo, q_hi = q_lo[:, :num_q_tiles], q_hi[:, :num_q_tiles]
     k_lo, k_hi = k_lo[:, :num_kv_tiles], k_hi[:, :num_kv_tiles]
     overlap = ((k_lo[:, None, :] <= q_hi[:, :, None])
-               & (q_lo[:, :, None] <= k_hi[:, None, :]))  # [B, Qt, Kt]
+               & (q_lo[:, :, None] <= k_hi[:, None, :]))
+  if dense is not None:
+    # ... and those where the dense mask (any head) is all False.
+    bm, nm, tp, sp = dense.shape
+    any_vis = dense.reshape(bm, nm, tp // rows, rows, sp // block_kv,
+                            block_kv).any(axis=(1, 3, 5))
+    overlap = any_vis if overlap is None else overlap & any_vis
+  if overlap is not None:
     kt = jnp.arange(overlap.shape[-1], dtype=jnp.int32)
     seg_first = jnp.min(jnp.where(overlap, kt, num_kv_tiles), axis=-1)
     seg_last = jnp.max(jnp.where(overlap, kt + 1, 0), axis=-1)
     first = jnp.maximum(first, seg_first)
     last = jnp.maximum(jnp.minimum(last, seg_last), first)
-    full_first = full_last = last  # segments need the mask on every tile
+  if spec.needs_elementwise:  # segments / dense mask: every tile is masked
+    full_first = full_last = last
   last = jnp.where(q_start < q_len[:, None], last, first)  # no rows: no work
   full_first = jnp.clip(full_first, first, last)
   full_last = jnp.clip(full_last, full_first, last)
@@ -396,7 +411,14 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   kv_len = jnp.clip(arrays.kv_len.astype(jnp.int32), 0, s)
   offset = masks.diagonal_offset(spec, q_len, kv_len).astype(jnp.int32)
   lens = jnp.stack([q_len, kv_len, offset], axis=-1)  # [B, 3]
-  tiles = _tile_table(spec, arrays, q_len, kv_len, offset, num_q_tiles,
+  dense = None
+  if spec.dense_mask_shape is not None:
+    # [Bm, Nm, Tp, Sp] int8: T and S broadcast out (the kernel reads tiles),
+    # B and N kept at 1 when broadcast; padding is "not visible".
+    m = arrays.mask
+    m = jnp.broadcast_to(m, (m.shape[0], m.shape[1], t, s)).astype(jnp.int8)
+    dense = jnp.pad(m, ((0, 0), (0, 0), (0, tp - t), (0, sp - s)))
+  tiles = _tile_table(spec, arrays, dense, q_len, kv_len, offset, num_q_tiles,
                       num_kv_tiles, rows, bk)
   operands = [q, k, v, lens, tiles]
   if spec.has_segments:
@@ -404,6 +426,8 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
                             ((0, 0), (0, tp - t)), constant_values=-1))
     operands.append(jnp.pad(arrays.kv_segment_ids.astype(jnp.int32),
                             ((0, 0), (0, sp - s)), constant_values=-1))
+  if dense is not None:
+    operands.append(dense)
 
   kernel = functools.partial(
       _attention_kernel, spec=spec, scale=float(params.scale),
