@@ -26,7 +26,12 @@ Masking is ``pallas_flash.masks``: the wrapper turns ``kv_bounds`` /
 ``tile_range`` (and, with segment ids, ``segment_tile_ranges``) into per-CTA
 tile bounds ``[first, full_first, full_last, last)``; tiles inside
 ``[full_first, full_last)`` run without any mask, edge tiles apply
-``position_visible`` (and ``segment_visible``) element-wise.  Ragged T and S
+``position_visible`` (and ``segment_visible`` / the dense boolean mask, read
+as int8 tiles) element-wise; with segment ids or a dense mask every visited
+tile is masked and leading / trailing tiles with no visible pair are skipped.
+The visiting order (``MosaicConfig.masked_first``) and the ping-pong wait
+(``split_schedule_wait``) are per-head-dim choices of the config table.
+Ragged T and S
 are padded inside the wrapper to whole tiles; padded keys lie beyond
 ``kv_len`` and padded rows are sliced off, so results are exact.
 """
