@@ -104,6 +104,8 @@ FORWARD = [
     Case("bf16_h80_gqa", t=97, s=97, h=80, n=4, k=2, dtype="bfloat16"),
     Case("fp16", t=97, s=97, dtype="float16", window=(7, 7)),
     Case("fp16_h40_segments", t=33, s=33, h=40, dtype="float16", segments=True),
+    Case("bf16_mask_full_gqa", t=97, s=130, n=4, k=2, dtype="bfloat16", dense_mask="full",
+         causal=True, bottom_right=True),
 ]
 
 GRADIENT = [
@@ -120,4 +122,5 @@ GRADIENT = [
     Case("g_h128_bf16", t=97, s=97, h=128, causal=True, dtype="bfloat16"),
     Case("g_h96_fp16", t=33, s=33, h=96, dtype="float16"),
     Case("g_h256", t=17, s=17, h=256, n=1, k=1, b=1),
+    Case("g_bf16_mask_keys", t=33, s=97, dense_mask="keys", dtype="bfloat16"),
 ]
