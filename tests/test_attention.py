@@ -1,8 +1,8 @@
 """The kernel path against the f32 reference (HIGHEST precision).
 
-On a CPU-only machine ``implementation="triton"`` runs the Pallas-Triton
-kernels in interpret mode; on a GPU the very same tests run the compiled
-kernels (nothing here skips itself).  ``pytest -m 'slow or not slow'`` adds GPU-sized cases.
+One matrix for every kernel backend (``IMPLS``).  On a CPU-only machine the
+Pallas-Triton and Mosaic GPU kernels run in Pallas interpret mode; on a GPU the
+very same tests run the compiled kernels (nothing here skips itself).  ``pytest -m 'slow or not slow'`` adds GPU-sized cases.
 """
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ IMPL = "triton"
 
 
 def _kernel_impls():
-  """The kernel backends under test: Pallas-Triton everywhere (interpret mode on
-  CPU); on a Hopper GPU also the Mosaic GPU forward, over the same matrix (its
-  CPU interpret-mode cases live in test_mosaic.py: interpret is slow)."""
+  """The kernel backends under test: Pallas-Triton everywhere, the Mosaic GPU
+  forward on Hopper and on a CPU-only machine (both in Pallas interpret mode
+  there); only a non-Hopper GPU, which cannot run Mosaic GPU, leaves it out."""
   impls = ["triton"]
   dev = jax.devices()[0]
-  if dev.platform == "gpu" and str(getattr(dev, "compute_capability", "")).startswith("9"):
+  if dev.platform != "gpu" or str(getattr(dev, "compute_capability", "")).startswith("9"):
     impls.append("mosaic")
   return impls
 
