@@ -6,6 +6,13 @@ sys.path.insert(0, os.path.dirname(__file__))  # tests/cases.py
 import jax
 import pytest
 
+# Pallas's Mosaic GPU interpreter runs the kernel's threads inside a host
+# callback that dispatches JAX ops itself; with the CPU client's async dispatch
+# the test's next ops can queue ahead of those nested ops and deadlock (seen on
+# 2 cores, in test_mosaic.py::test_deterministic).  Synchronous CPU dispatch
+# removes that ordering hazard; it must be set before the CPU client starts.
+jax.config.update("jax_cpu_enable_async_dispatch", False)
+
 
 @pytest.fixture(autouse=True)
 def _exact_f32_matmuls():
