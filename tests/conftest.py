@@ -20,3 +20,20 @@ def _exact_f32_matmuls():
   comparisons at f32 tolerances need true f32 on every side."""
   with jax.default_matmul_precision("highest"):
     yield
+
+
+ON_GPU = jax.default_backend() == "gpu"
+
+
+def pytest_collection_modifyitems(config, items):
+  """Marks the Mosaic GPU kernel runs that go through Pallas's interpreter
+  (CPU only) as ``mgpu_interpret``: ``.ci/test`` runs them in their own
+  process with a hang guard (see docs/mosaic.md, "Interpret mode on a CPU")."""
+  if ON_GPU:
+    return
+  for item in items:
+    params = getattr(item, "callspec", None)
+    uses_mosaic = (item.path.name == "test_mosaic.py"
+                   or (params is not None and params.params.get("impl") == "mosaic"))
+    if uses_mosaic:
+      item.add_marker(pytest.mark.mgpu_interpret)
