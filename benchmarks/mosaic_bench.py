@@ -19,13 +19,12 @@ import datetime
 import json
 import os
 import sys
-import time
 import traceback
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from benchmarks.run import time_calls
 from pallas_flash import masks, reference
 from pallas_flash.mosaic import forward as mosaic_forward
 from pallas_flash.mosaic.config import MosaicConfig
@@ -57,23 +56,9 @@ def log(*a):
 
 
 def _bench(fn, *args, reps=7, min_ms=40.0):
-  """Median over `reps` of the mean time of back-to-back calls (ms); each rep
-  runs enough calls to last >= min_ms."""
-  out = fn(*args)
-  jax.block_until_ready(out)
-  t0 = time.perf_counter()
-  out = fn(*args)
-  jax.block_until_ready(out)
-  est = (time.perf_counter() - t0) * 1e3
-  iters = max(10, int(min_ms / max(est, 1e-3)))
-  times = []
-  for _ in range(reps):
-    t0 = time.perf_counter()
-    for _ in range(iters):
-      out = fn(*args)
-    jax.block_until_ready(out)
-    times.append((time.perf_counter() - t0) / iters * 1e3)
-  return float(np.median(times))
+  """Median ms per call over `reps` bursts of >= min_ms (benchmarks.run's timing)."""
+  jax.block_until_ready(fn(*args))  # compile + warm up
+  return time_calls(fn, args, reps=reps, sample_s=min_ms / 1e3)[0] * 1e3
 
 
 def mosaic_fn(spec, scale, cap=None, config=None):
