@@ -7,7 +7,7 @@ Workload (FlashAttention papers): B * T = 16384 tokens, hidden 2048, heads =
 2048 / H; forward FLOPs 4 * B * N * T * S * H, halved when causal.
 
   PYTHONPATH=$PWD python3 benchmarks/mosaic_bench.py [--check] [--bench]
-      [--sweep] [--tokamax] [--out DIR]
+      [--sweep] [--tokamax] [--baseline OLD_FORWARD.py] [--out DIR]
 
 Prints a short table last; with --out writes a log and a JSON of results.
 """
@@ -39,16 +39,11 @@ _C = MosaicConfig
 
 
 def sweep_configs(h):
-  """Candidate tiles per head dim (all fit 227 KiB of shared memory)."""
-  if h <= 64:
-    base = [(128, 2), (256, 2)]
-  elif h <= 128:
-    base = [(128, 2)]
-  else:
-    base = [(64, 2)]
-  return [_C(block_q=64, block_kv=bk, num_stages=st, masked_first=mf,
-             split_schedule_wait=sp)
-          for bk, st in base for mf in (True, False) for sp in (True, False)]
+  """Candidate tiles and orders per head dim (all fit 227 KiB of shared memory)."""
+  bks = [128, 256] if h <= 64 else [128] if h <= 128 else [64]
+  return [_C(block_q=64, block_kv=bk, num_stages=2, masked_first=mf,
+             q_tiles_inner=qi)
+          for bk in bks for mf in (True, False) for qi in (False, True)]
 
 
 def log(*a):
@@ -61,11 +56,11 @@ def _bench(fn, *args, reps=7, min_ms=40.0):
   return time_calls(fn, args, reps=reps, sample_s=min_ms / 1e3)[0] * 1e3
 
 
-def mosaic_fn(spec, scale, cap=None, config=None):
+def mosaic_fn(spec, scale, cap=None, config=None, module=mosaic_forward):
   def f(q, k, v, arrays):
     params = KernelParams(spec=spec, scale=scale, logits_soft_cap=cap,
                           forward="mosaic", config=config)
-    return mosaic_forward.forward(q, k, v, arrays, params)
+    return module.forward(q, k, v, arrays, params)
   return jax.jit(f)
 
 
@@ -187,9 +182,22 @@ def tokamax_fn(causal):
   return jax.jit(f)
 
 
-def bench(sweep: bool, with_tokamax: bool):
+def load_baseline(path):
+  """A saved copy of mosaic/forward.py (e.g. `git show REV:...`), for A/B."""
+  import importlib.util
+  name = "mosaic_baseline_" + os.path.splitext(os.path.basename(path))[0]
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  sys.modules[spec.name] = module  # dataclasses look their module up
+  spec.loader.exec_module(module)
+  return module
+
+
+def bench(sweep: bool, with_tokamax: bool, baselines=(), head_dims=None):
   rows = []
   for h, t, causal in CELLS:
+    if head_dims and h not in head_dims:
+      continue
     b, n = 16384 // t, 2048 // h
     ks = jax.random.split(jax.random.key(t + h), 3)
     q, k, v = (jax.random.normal(kk, (b, t, n, h), jnp.bfloat16) for kk in ks)
@@ -216,7 +224,7 @@ def bench(sweep: bool, with_tokamax: bool):
         ms = _bench(lambda q, k, v: f(q, k, v, arrays), q, k, v)
         name = "default" if cfg is None else (
             f"bk{cfg.block_kv}s{cfg.num_stages}{'i' if cfg.q_tiles_inner else ''}"
-            f"{'M' if cfg.masked_first else 'A'}{'S' if cfg.split_schedule_wait else 'J'}")
+            f"{'M' if cfg.masked_first else 'A'}")
         row[f"mosaic[{name}]"] = tf(ms)
         if best is None or tf(ms) > best[1]:
           best = (name, tf(ms))
@@ -238,6 +246,13 @@ def bench(sweep: bool, with_tokamax: bool):
       out, _ = mosaic_fn(spec, h ** -0.5)(q, k, v, arrays)
       row["rel_err_vs_cudnn"] = float(
           jnp.linalg.norm(out.astype(jnp.float32) - ref) / jnp.linalg.norm(ref))
+    for name, module in baselines:
+      try:
+        f = mosaic_fn(spec, h ** -0.5, module=module)
+        row[f"baseline[{name}]"] = tf(
+            _bench(lambda q, k, v: f(q, k, v, arrays), q, k, v))
+      except Exception as e:
+        log(f"baseline {name} failed: {type(e).__name__}: {str(e)[:300]}")
     if with_tokamax:
       tk = tokamax_fn(causal)
       if tk is not None:
@@ -252,8 +267,10 @@ def bench(sweep: bool, with_tokamax: bool):
 
 
 def table(rows):
+  """Best mosaic config vs peers, then every timed variant as a ratio to cuDNN."""
   hdr = "| cell | B x N | mosaic | cfg | cuDNN | ratio | tokamax | ratio | rel err |"
   lines = [hdr, "|" + "---|" * 9]
+  variants = []
   for r in rows:
     cell = f"d{r['head_dim']} S{r['seqlen'] // 1024}k {'C' if r['causal'] else 'N'}"
     m, c, t = r.get("mosaic"), r.get("cudnn"), r.get("tokamax")
@@ -262,7 +279,13 @@ def table(rows):
     lines.append(f"| {cell} | {r['batch']}x{r['heads']} | {fmt(m)} | "
                  f"{r.get('mosaic_cfg', '-')} | {fmt(c)} | {rat(m, c)} | "
                  f"{fmt(t)} | {rat(m, t)} | {r.get('rel_err_vs_cudnn', 0):.1e} |")
-  return "\n".join(lines)
+    timed = [(k, v) for k, v in r.items()
+             if k.startswith(("mosaic[", "baseline[")) and v is not None]
+    if len(timed) > 1:
+      variants.append(f"{cell}: " + ", ".join(
+          f"{k} {v:.0f} ({rat(v, c)})" for k, v in timed))
+  return "\n".join(lines + (["", "variants (TFLOP/s, ratio to cuDNN):"]
+                             + variants if variants else []))
 
 
 def main():
@@ -271,6 +294,11 @@ def main():
   ap.add_argument("--bench", action="store_true")
   ap.add_argument("--sweep", action="store_true")
   ap.add_argument("--tokamax", action="store_true")
+  ap.add_argument("--baseline", action="append", default=[],
+                  help="a saved copy of mosaic/forward.py, timed beside the "
+                  "current one (repeatable)")
+  ap.add_argument("--head-dims", default="",
+                  help="comma-separated head dims to run (default: all cells)")
   ap.add_argument("--out", default=os.environ.get("OUT"))
   args = ap.parse_args()
   dev = jax.devices()[0]
@@ -278,7 +306,10 @@ def main():
   if args.check:
     check()
   if args.bench:
-    rows = bench(args.sweep, args.tokamax)
+    bases = [(os.path.splitext(os.path.basename(p))[0], load_baseline(p))
+             for p in args.baseline]
+    dims = [int(x) for x in args.head_dims.split(",") if x]
+    rows = bench(args.sweep, args.tokamax, bases, dims)
     log(table(rows))
     if args.out:
       with open(os.path.join(args.out, "mosaic_bench.json"), "w") as f:

@@ -135,10 +135,9 @@ CASES = [
     Case("dense mask [B,N,T,S]", b=2, n=2, kh=2, t=130, s=200, causal=True,
          dense="full"),
     Case("dense mask [1,1,1,S]", t=128, s=256, dense="keys"),
-    Case("ascending order, joined turn wait", t=256, s=300, causal=True,
+    Case("ascending order", t=256, s=300, causal=True,
          window=(100, 20), config=MosaicConfig(
-             block_q=64, block_kv=64, num_stages=2, masked_first=False,
-             split_schedule_wait=False)),
+             block_q=64, block_kv=64, num_stages=2, masked_first=False)),
 ]
 
 # GPU-sized cases (run with -m slow on the GPU).

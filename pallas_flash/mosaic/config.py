@@ -26,9 +26,6 @@ class MosaicConfig:
     masked_first: visit the kv tiles that need an element-wise mask first
       (one masked and one plain loop body) instead of in ascending order
       (masked, plain, masked: three loop bodies).
-    split_schedule_wait: in the ping-pong, arrive on the turn barrier right
-      after issuing Q K^T but wait for the turn only after that wgmma's
-      result is in registers (False: arrive and wait before reading it).
   """
 
   block_q: int = 64
@@ -36,7 +33,6 @@ class MosaicConfig:
   num_stages: int = 2
   q_tiles_inner: bool = False
   masked_first: bool = True
-  split_schedule_wait: bool = True
 
   def __post_init__(self):
     if self.block_q != 64:
@@ -45,8 +41,9 @@ class MosaicConfig:
       raise ValueError(f"block_q={self.block_q} must be 64")
     if self.block_kv not in (64, 128, 192, 256):
       raise ValueError(f"block_kv={self.block_kv} must be 64, 128, 192 or 256")
-    if not (isinstance(self.num_stages, int) and 2 <= self.num_stages <= 6):
-      raise ValueError(f"num_stages={self.num_stages} must be an int in [2, 6]")
+    # Each stage takes two of the CTA's 16 named barriers (forward._BAR_FREE).
+    if not (isinstance(self.num_stages, int) and 2 <= self.num_stages <= 5):
+      raise ValueError(f"num_stages={self.num_stages} must be an int in [2, 5]")
 
   def smem_bytes(self, head_dim: int, itemsize: int = 2) -> int:
     """Shared memory the kernel asks for (Q/O tiles, K/V ring, LSE, barriers)."""
@@ -79,7 +76,7 @@ _TABLE = {
     (128, False): MosaicConfig(block_q=64, block_kv=128, num_stages=2),
     (128, True): MosaicConfig(block_q=64, block_kv=128, num_stages=2),
     (256, False): MosaicConfig(block_q=64, block_kv=64, num_stages=2,
-                               masked_first=False, split_schedule_wait=False),
+                               masked_first=False),
     (256, True): MosaicConfig(block_q=64, block_kv=64, num_stages=2,
-                              masked_first=False, split_schedule_wait=False),
+                              masked_first=False),
 }

@@ -13,10 +13,17 @@ warpgroups (FA3, Shah et al. 2024, Sec. 3.1 "producer-consumer asynchrony"):
 * two *consumer* warpgroups (registers raised to 232) each own ``block_q``
   query rows and run S = Q K^T and O += P V on the tensor cores (wgmma, f32
   accumulators) with the online softmax in between (FlashAttention-2 Alg. 1).
-  A two-party "schedule" barrier makes the two consumers take turns on the
-  tensor cores, so one's softmax overlaps the other's GEMMs (FA3 Sec. 3.1,
-  "ping-pong scheduling"); the wait for the next K tile is issued while the
-  P V wgmma is in flight (FA3 Sec. 3.2, intra-warpgroup overlap).
+  Two "turn" barriers make the consumers take turns on the tensor cores, so
+  one's softmax overlaps the other's GEMMs (FA3 Sec. 3.1, "ping-pong
+  scheduling"): a consumer hands the turn over as soon as its S GEMM is
+  issued and takes it back before its P V GEMM; the wait for the next K tile
+  is issued while the P V wgmma is in flight (FA3 Sec. 3.2).
+
+The consumers' "slot consumed" signals and the turns are named hardware
+barriers (``bar.arrive`` / ``bar.sync``): an mbarrier arrival from a whole
+warpgroup is 128 shared-memory atomics, a named-barrier arrival is one
+instruction.  The interpreter cannot run PTX, so under ``interpret`` the same
+protocol runs on mbarriers (``_Sync``).
 
 Softmax runs in base 2 with the scale folded into the exponent
 (exp2(s * scale * log2 e - m)), one FMA per score.  Causal CTAs are launched
@@ -29,8 +36,8 @@ tile bounds ``[first, full_first, full_last, last)``; tiles inside
 ``position_visible`` (and ``segment_visible`` / the dense boolean mask, read
 as int8 tiles) element-wise; with segment ids or a dense mask every visited
 tile is masked and leading / trailing tiles with no visible pair are skipped.
-The visiting order (``MosaicConfig.masked_first``) and the ping-pong wait
-(``split_schedule_wait``) are per-head-dim choices of the config table.
+The visiting order (``MosaicConfig.masked_first``) is a per-head-dim choice
+of the config table.
 Ragged T and S
 are padded inside the wrapper to whole tiles; padded keys lie beyond
 ``kv_len`` and padded rows are sliced off, so results are exact.
@@ -44,6 +51,7 @@ import jax
 from jax import lax
 import jax.experimental.pallas as pl
 import jax.experimental.pallas.mosaic_gpu as plgpu
+from jax.experimental.mosaic.gpu import utils as mgpu_utils
 import jax.numpy as jnp
 
 from pallas_flash import masks
@@ -58,6 +66,11 @@ _LN2 = math.log(2.0)
 _MASK = masks.MASK_VALUE
 _CONSUMERS = 2  # consumer warpgroups per CTA
 _DTYPES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
+_WG_THREADS = 128
+# Named barrier ids: 0 is __syncthreads, 1..3 Mosaic's per-warpgroup barriers.
+_BAR_TURN = 4  # 4, 5: consumer 0's and consumer 1's turn
+_BAR_FREE = 6  # 6.. : K slots, then V slots, "consumed"
+# 16 named barriers per CTA: MosaicConfig.num_stages <= (16 - _BAR_FREE) // 2.
 
 
 def _round_up(x: int, m: int) -> int:
@@ -93,12 +106,67 @@ def check_supported(params: KernelParams, q, k, v) -> None:
 # --------------------------------------------------------------------------
 
 
+def _named_barrier(operation: str, barrier_id, num_threads: int):
+  """PTX ``bar.{arrive,sync} id, num_threads`` (a CTA's 16 named barriers)."""
+  if isinstance(barrier_id, int):
+    @plgpu.inline_mgpu()
+    def bar_op(_):
+      mgpu_utils.inline_ptx(f"bar.{operation} {barrier_id}, {num_threads};",
+                            convergent=True)
+    bar_op()
+  else:
+    @plgpu.inline_mgpu(arg_types=(plgpu.Layout.WG_SPLAT,))
+    def bar_op(_, bid):
+      mgpu_utils.inline_ptx(f"bar.{operation} $0, {num_threads};",
+                            bid.registers[()], convergent=True)
+    bar_op(barrier_id.astype(jnp.int32))
+
+
+class _Sync:
+  """The consumers' release of ring slots and the ping-pong turns.
+
+  GPU: named barriers.  A release is ``bar.arrive`` by both consumers and
+  ``bar.sync`` by the producer (3 warpgroups' threads); a turn barrier is
+  arrived on by the other consumer and synced on by its owner (2 warpgroups).
+  Interpret mode: one mbarrier per named barrier, same protocol.
+  """
+
+  def __init__(self, wg, num_stages: int, mbarriers):
+    self.wg, self.num_stages, self.mbarriers = wg, num_stages, mbarriers
+
+  def _free(self, kind: int, slot):
+    return _BAR_FREE + kind * self.num_stages + slot
+
+  def release(self, kind: int, slot):  # consumer: K (kind 0) / V (1) slot read
+    if self.mbarriers is None:
+      _named_barrier("arrive", self._free(kind, slot), 3 * _WG_THREADS)
+    else:
+      plgpu.barrier_arrive(self.mbarriers[kind].at[slot])
+
+  def await_release(self, kind: int, slot):  # producer
+    if self.mbarriers is None:
+      _named_barrier("sync", self._free(kind, slot), 3 * _WG_THREADS)
+    else:
+      plgpu.barrier_wait(self.mbarriers[kind].at[slot])
+
+  def pass_turn(self):  # consumer: the other consumer may use the tensor cores
+    if self.mbarriers is None:
+      _named_barrier("arrive", _BAR_TURN + 1 - self.wg, 2 * _WG_THREADS)
+    else:
+      plgpu.barrier_arrive(self.mbarriers[2].at[1 - self.wg])
+
+  def take_turn(self):  # consumer: wait until the other one passed the turn
+    if self.mbarriers is None:
+      _named_barrier("sync", _BAR_TURN + self.wg, 2 * _WG_THREADS)
+    else:
+      plgpu.barrier_wait(self.mbarriers[2].at[self.wg])
+
+
 def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
                       spec: masks.MaskSpec, scale: float, cap: float | None,
                       block_q: int, block_kv: int, num_stages: int,
                       num_q_tiles: int, group: int, longest_first: bool,
-                      masked_first: bool, split_schedule_wait: bool,
-                      interpret: bool):
+                      masked_first: bool, interpret: bool):
   """One CTA: rows [qt * 2 * block_q, (qt + 1) * 2 * block_q) of (b, n)."""
   refs = list(refs)
   q_seg_ref = kv_seg_ref = mask_ref = None
@@ -113,11 +181,12 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
 
   def entry(smem, barriers):
     q_smems, k_smems, v_smems, lse_smems = smem
-    q_bars, k_bars, v_bars, k_done, v_done, sched = barriers
+    q_bars, k_bars, v_bars, *interpret_bars = barriers
 
     b = lax.axis_index("batch")
     n = lax.axis_index("heads")
     wg = lax.axis_index("wg")
+    sync = _Sync(wg, num_stages, interpret_bars if interpret else None)
     qt = lax.axis_index("q_tiles")
     if longest_first:  # causal: the last query tiles see the most keys
       qt = num_q_tiles - 1 - qt
@@ -141,10 +210,6 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
       return jnp.where(j < n_lead, first + j,
                        jnp.where(j < n_masked, full_last + (j - n_lead),
                                  full_first + (j - n_masked)))
-
-    def rendezvous():  # both consumers reach this point (ping-pong turn)
-      plgpu.barrier_arrive(sched)
-      plgpu.barrier_wait(sched)
 
     @pl.when(wg < _CONSUMERS)
     def _consumer():
@@ -170,8 +235,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
       def _():
         plgpu.barrier_wait(k_bars.at[0])
 
-      # Consumer 1 starts half a turn late: from here on the two alternate.
-      pl.when(wg == 1)(rendezvous)
+      # Consumer 1 starts half a turn late (after consumer 0's first S GEMM
+      # is issued): from here on the two alternate.
+      pl.when(wg == 1)(sync.take_turn)
 
       def iota(dim):
         return plgpu.broadcasted_iota(jnp.int32, (bq, bk), dim, layout=_WGMMA)
@@ -190,15 +256,11 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
         # -- S = Q K^T  [bq, bk] on the tensor cores
         def qk(acc_ref):
           plgpu.wgmma(acc_ref, q_smem, k_smems.at[slot].transpose((1, 0)))
-          plgpu.barrier_arrive(sched)  # my GEMM is issued: the other may go
-          if not split_schedule_wait:
-            plgpu.barrier_wait(sched)
+          sync.pass_turn()  # my S GEMM is issued: the other's P V may go
           return acc_ref[...]  # waits for the wgmma
 
         s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
-        plgpu.barrier_arrive(k_done.at[slot])
-        if split_schedule_wait:  # the wgmma wait overlaps the turn wait
-          plgpu.barrier_wait(sched)
+        sync.release(0, slot)
 
         # -- update m_i and l_i (base 2)
         fma = not masked and cap is None and scale > 0
@@ -236,9 +298,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
           # Order found by the JAX/tokamax authors to schedule best for d<=128.
           l_i = l_i + p.sum(axis=1)
           acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
-        plgpu.barrier_arrive(sched)  # softmax done
         plgpu.barrier_wait(v_bars.at[slot])
-        plgpu.barrier_wait(sched)  # tensor cores are mine
+        sync.take_turn()  # the other's S GEMM is issued: tensor cores are mine
         if head_dim > 128:
           l_i = l_i + p.sum(axis=1)
 
@@ -259,7 +320,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
             plgpu.wgmma(acc_ref, p16, v_smems.at[slot])
             wait_next_k()
           acc = pl.run_state(pv)(plgpu.ACC.init(acc))
-        plgpu.barrier_arrive(v_done.at[slot])
+        sync.release(1, slot)
         return acc, m_new, l_i
 
       masked_step = functools.partial(step, masked=True)
@@ -273,7 +334,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
         carry = lax.fori_loop(n_lead, n_full_end, plain_step, carry)
         carry = lax.fori_loop(n_full_end, n_steps, masked_step, carry)
       acc, m_i, l_i = carry
-      pl.when(wg == 0)(rendezvous)  # balance consumer 1's head start
+      pl.when(wg == 0)(sync.pass_turn)  # consumer 1's last take_turn
 
       # -- epilogue: normalise; fully masked / padding rows give 0 and +inf
       rows = plgpu.broadcasted_iota(jnp.int32, (bq, head_dim), 0,
@@ -301,10 +362,10 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
         slot = lax.rem(j, num_stages)
         rows = (b, pl.ds(tile_of(j) * bk, bk), kv_head)
         if wait:
-          plgpu.barrier_wait(k_done.at[slot])
+          sync.await_release(0, slot)
         plgpu.copy_gmem_to_smem(k_ref.at[rows], k_smems.at[slot], k_bars.at[slot])
         if wait:
-          plgpu.barrier_wait(v_done.at[slot])
+          sync.await_release(1, slot)
         plgpu.copy_gmem_to_smem(v_ref.at[rows], v_smems.at[slot], v_bars.at[slot])
 
       for i in range(num_stages):  # fill the ring
@@ -316,13 +377,13 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
       def _(j):
         load(j, wait=True)
 
-      # Drain: observe the consumers' release of the last slots, so that no
-      # barrier phase is left unobserved when the barriers are freed.
+      # Drain: match the consumers' release of the last slots, so that no
+      # barrier is left mid-phase when the CTA exits.
       @pl.loop(jnp.maximum(0, n_steps - num_stages), n_steps)
       def _(j):
         slot = lax.rem(j, num_stages)
-        plgpu.barrier_wait(k_done.at[slot])
-        plgpu.barrier_wait(v_done.at[slot])
+        sync.await_release(0, slot)
+        sync.await_release(1, slot)
 
   tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
   smem = (
@@ -335,10 +396,13 @@ def _attention_kernel(q_ref, k_ref, v_ref, lens_ref, tiles_ref, *refs,
       plgpu.Barrier(num_barriers=_CONSUMERS),  # Q loaded
       plgpu.Barrier(num_barriers=num_stages),  # K slot loaded
       plgpu.Barrier(num_barriers=num_stages),  # V slot loaded
-      plgpu.Barrier(num_arrivals=_CONSUMERS, num_barriers=num_stages),  # K read
-      plgpu.Barrier(num_arrivals=_CONSUMERS, num_barriers=num_stages),  # V read
-      plgpu.Barrier(num_arrivals=_CONSUMERS),  # ping-pong turn
   )
+  if interpret:  # stand-ins for the named barriers (_Sync)
+    barriers += (
+        plgpu.Barrier(num_arrivals=_CONSUMERS, num_barriers=num_stages),  # K
+        plgpu.Barrier(num_arrivals=_CONSUMERS, num_barriers=num_stages),  # V
+        plgpu.Barrier(num_barriers=_CONSUMERS),  # turns
+    )
   pl.run_scoped(entry, smem, barriers, collective_axes="wg")
 
 
@@ -439,7 +503,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
       cap=params.logits_soft_cap, block_q=bq, block_kv=bk,
       num_stages=cfg.num_stages, num_q_tiles=num_q_tiles, group=n // kh,
       longest_first=spec.is_causal, masked_first=cfg.masked_first,
-      split_schedule_wait=cfg.split_schedule_wait, interpret=params.interpret)
+      interpret=params.interpret)
   kernel.__name__ = "pallas_flash_mosaic_fwd"
   if cfg.q_tiles_inner:  # the CTAs of one (b, n) run together: K/V stay in L2
     grid, grid_names = (num_q_tiles, n, b), ("q_tiles", "heads", "batch")
@@ -453,7 +517,12 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
       grid_names=grid_names,
       num_threads=_CONSUMERS + 1,
       thread_name="wg",
-      compiler_params=plgpu.CompilerParams(approx_math=True),
+      # No automatic warpgroup barriers around shared-memory stores (the only
+      # ones are the epilogue's, ordered by commit_smem) and no cross-warp
+      # reduction scratch (all reductions are along WGMMA rows, within a warp).
+      compiler_params=plgpu.CompilerParams(
+          approx_math=True, unsafe_no_auto_barriers=True,
+          reduction_scratch_bytes=0),
       interpret=plgpu.InterpretGPUParams() if params.interpret else None,
   )(*operands)
   return out[:, :t, :, :h], lse[:, :, :t]
