@@ -213,21 +213,38 @@ class Reference:
 
 def time_calls(f, args, reps: int, sample_s: float):
   """Median seconds per call of compiled ``f`` (already warm) and the spread."""
-  t0 = time.perf_counter()
-  jax.block_until_ready(f(*args))
-  single = time.perf_counter() - t0
-  n = int(max(1, min(2000, math.ceil(sample_s / max(single, 1e-7)))))
-  samples = []
-  for _ in range(reps):
+  return time_interleaved({"f": (f, args)}, reps, sample_s)["f"]
+
+
+def time_interleaved(calls: dict, reps: int, sample_s: float):
+  """{name: (median s per call, spread, calls per burst)} for warm ``calls``
+  ({name: (f, args)}).  Each rep times one burst of back-to-back calls of
+  every entry, the entries in a rotating order, so clock or thermal drift
+  during the run falls on all of them alike."""
+  bursts = {}
+  for name, (f, args) in calls.items():
     t0 = time.perf_counter()
-    for _ in range(n):
-      out = f(*args)
-    jax.block_until_ready(out)
-    samples.append((time.perf_counter() - t0) / n)
-    del out
-  med = float(np.median(samples))
-  spread = float((np.max(samples) - np.min(samples)) / med) if med > 0 else 0.0
-  return med, spread, n
+    jax.block_until_ready(f(*args))
+    single = time.perf_counter() - t0
+    bursts[name] = int(max(1, min(2000, math.ceil(sample_s / max(single, 1e-7)))))
+  samples = {name: [] for name in calls}
+  names = list(calls)
+  for r in range(reps):
+    for name in names[r % len(names):] + names[:r % len(names)]:
+      f, args = calls[name]
+      n = bursts[name]
+      t0 = time.perf_counter()
+      for _ in range(n):
+        out = f(*args)
+      jax.block_until_ready(out)
+      samples[name].append((time.perf_counter() - t0) / n)
+      del out
+  result = {}
+  for name, xs in samples.items():
+    med = float(np.median(xs))
+    spread = float((np.max(xs) - np.min(xs)) / med) if med > 0 else 0.0
+    result[name] = (med, spread, bursts[name])
+  return result
 
 
 def _mem_bytes(compiled) -> int | None:
