@@ -3,6 +3,19 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))  # tests/cases.py
 
+# Pallas's Mosaic GPU interpreter runs each warpgroup as a nested XLA CPU
+# execution whose io_callbacks (mbarrier waits) block; XLA's CPU thunk executor
+# hands ready thunks, callbacks included, to the CPU client's intra-op Eigen
+# pool, whose size defaults to the number of usable cores.  With 2 cores, two
+# blocked callbacks (the thread_map callback and one warpgroup's barrier wait)
+# fill the pool and the warpgroup that would release them never runs: a
+# deadlock.  XLA sizes that pool from $NPROC when set (DefaultThreadPoolSize);
+# 8 threads cover the kernel's 3 warpgroups + the outer callback with margin
+# (NPROC=1: every run hangs; the default 2 on this box: ~60%).
+# Must be set before the CPU client starts (jax.default_backend() below).
+if int(os.environ.get("NPROC") or 0) < 8:
+  os.environ["NPROC"] = str(max(8, os.cpu_count() or 1))
+
 import jax
 import pytest
 
@@ -27,8 +40,8 @@ ON_GPU = jax.default_backend() == "gpu"
 
 def pytest_collection_modifyitems(config, items):
   """Marks the Mosaic GPU kernel runs that go through Pallas's interpreter
-  (CPU only) as ``mgpu_interpret``: ``.ci/test`` runs them in their own
-  process with a hang guard (see docs/mosaic.md, "Interpret mode on a CPU")."""
+  (CPU only) as ``mgpu_interpret``, so ``-m mgpu_interpret`` selects them
+  (see docs/mosaic.md, "Interpret mode on a CPU")."""
   if ON_GPU:
     return
   for item in items:
