@@ -200,6 +200,13 @@ def bench(sweep: bool, with_tokamax: bool, baselines=(), head_dims=None,
   """Per cell: every implementation compiled and warmed, then timed in
   interleaved bursts (benchmarks.run.time_interleaved), median of `reps`."""
   rows = []
+  # Bring the GPU to its running clocks before the first cell (the first cell
+  # of a fresh process measured low for some implementations otherwise).
+  x = jnp.ones((8192, 8192), jnp.bfloat16)
+  mm = jax.jit(lambda x: x @ x)
+  jax.block_until_ready(mm(x))
+  time_interleaved({"warm-up": (mm, (x,))}, reps=5, sample_s=0.2)
+  del x
   for h, t, causal in CELLS:
     if head_dims and h not in head_dims:
       continue
