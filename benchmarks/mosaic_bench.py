@@ -39,12 +39,17 @@ _C = MosaicConfig
 
 
 def sweep_configs(h):
-  """Candidate tiles and visiting orders per head dim (all fit 227 KiB of
-  shared memory; q-tiles-fastest launch order lost 3-20% in every cell of
-  three runs, docs/mosaic.md, and is no longer swept)."""
-  bks = [128, 256] if h <= 64 else [128] if h <= 128 else [64]
-  return [_C(block_q=64, block_kv=bk, num_stages=2, masked_first=mf)
-          for bk in bks for mf in (True, False)]
+  """Candidate configs per head dim (all fit 227 KiB of shared memory):
+  tile width or visiting order, each with and without the intra-warpgroup
+  softmax overlap.  (q-tiles-fastest launch order lost 3-20% in every cell of
+  three runs, docs/mosaic.md, and is no longer swept.)"""
+  if h <= 64:
+    base = [_C(block_kv=bk) for bk in (128, 256)]
+  else:
+    bk = 128 if h <= 128 else 64
+    base = [_C(block_kv=bk, masked_first=mf) for mf in (True, False)]
+  return [dataclasses.replace(c, overlap_softmax=ov)
+          for c in base for ov in (False, True)]
 
 
 def log(*a):
@@ -192,7 +197,7 @@ def _cfg_name(cfg):
   if cfg is None:
     return "default"
   return (f"bk{cfg.block_kv}s{cfg.num_stages}{'i' if cfg.q_tiles_inner else ''}"
-          f"{'M' if cfg.masked_first else 'A'}")
+          f"{'M' if cfg.masked_first else 'A'}{'O' if cfg.overlap_softmax else ''}")
 
 
 def bench(sweep: bool, with_tokamax: bool, baselines=(), head_dims=None,
@@ -249,6 +254,14 @@ def bench(sweep: bool, with_tokamax: bool, baselines=(), head_dims=None,
       row["mosaic"], row["mosaic_cfg"] = mosaic[best], best[7:-1]
 
     ref = calls["cudnn"][0](q, k, v).astype(jnp.float32) if "cudnn" in calls else None
+    if ref is not None:  # every timed variant must agree with cuDNN
+      for name, (f, args) in calls.items():
+        if name.startswith(("mosaic[", "baseline[")):
+          o = f(*args).astype(jnp.float32)
+          err = float(jnp.linalg.norm(o - ref) / jnp.linalg.norm(ref))
+          row[f"relerr{name[name.index('['):]}"] = err
+          if not err < 1e-2:
+            log(f"FAIL {name}: rel err vs cuDNN {err:.2e}")
     out = mosaic_fn(spec, h ** -0.5)(q, k, v, arrays)[0].astype(jnp.float32)
     if h > 128 and ref is not None:  # small cells: both against f32 truth
       f32 = lambda x: x.astype(jnp.float32)

@@ -135,6 +135,14 @@ CASES = [
     Case("dense mask [B,N,T,S]", b=2, n=2, kh=2, t=130, s=200, causal=True,
          dense="full"),
     Case("dense mask [1,1,1,S]", t=128, s=256, dense="keys"),
+    Case("softmax overlap, causal, ragged", t=200, s=333, causal=True,
+         config=MosaicConfig(overlap_softmax=True)),
+    Case("softmax overlap, segments, bk64 ascending", t=256, s=256,
+         segments=True, config=MosaicConfig(
+             block_kv=64, masked_first=False, overlap_softmax=True)),
+    Case("softmax overlap, lengths with empty rows", b=2, t=256, s=256,
+         lengths=((256, 0), (256, 40)), config=MosaicConfig(
+             overlap_softmax=True)),
     Case("ascending order", t=256, s=300, causal=True,
          window=(100, 20), config=MosaicConfig(
              block_q=64, block_kv=64, num_stages=2, masked_first=False)),

@@ -26,6 +26,10 @@ class MosaicConfig:
     masked_first: visit the kv tiles that need an element-wise mask first
       (one masked and one plain loop body) instead of in ascending order
       (masked, plain, masked: three loop bodies).
+    overlap_softmax: issue S(j) = Q K_j^T together with O += P(j-1) V(j-1)
+      and run softmax(j) while the P V GEMM is in flight (FA3 Sec. 3.2,
+      intra-warpgroup overlap, on top of the ping-pong between the two
+      consumers).  Holds one more score tile in registers.
   """
 
   block_q: int = 64
@@ -33,6 +37,7 @@ class MosaicConfig:
   num_stages: int = 2
   q_tiles_inner: bool = False
   masked_first: bool = True
+  overlap_softmax: bool = False
 
   def __post_init__(self):
     if self.block_q != 64:

@@ -166,7 +166,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       spec: masks.MaskSpec, scale: float, cap: float | None,
                       block_q: int, block_kv: int, num_stages: int,
                       num_q_tiles: int, group: int, longest_first: bool,
-                      masked_first: bool, interpret: bool):
+                      masked_first: bool, overlap_softmax: bool,
+                      interpret: bool):
   """One CTA: rows [qt * 2 * block_q, (qt + 1) * 2 * block_q) of (b, n)."""
   refs = list(refs)
   q_seg_ref = kv_seg_ref = mask_ref = None
@@ -226,14 +227,6 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                               _WGMMA)
       plgpu.barrier_wait(q_bars.at[wg])
 
-      @pl.when(n_steps > 0)
-      def _():
-        plgpu.barrier_wait(k_bars.at[0])
-
-      # Consumer 1 starts half a turn late (after consumer 0's first S GEMM
-      # is issued): from here on the two alternate.
-      pl.when(wg == 1)(sync.take_turn)
-
       def iota(dim):
         return plgpu.broadcasted_iota(jnp.int32, (bq, bk), dim, layout=_WGMMA)
 
@@ -243,10 +236,41 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           return jnp.tanh(s * (scale / cap)) * (cap * _LOG2E)
         return s * (scale * _LOG2E)
 
+      def tile_softmax(s, m_i, ki, *, masked: bool):
+        """Mask, new running max and exp2 of one score tile (base 2)."""
+        fma = not masked and cap is None and scale > 0
+        if fma:  # max commutes with a positive scale: keep one FMA per score
+          c = scale * _LOG2E
+          m_new = jnp.maximum(m_i, s.max(axis=1) * c)
+          p = jnp.exp2(s * c - lax.broadcast_in_dim(m_new, s.shape, [0]))
+          return m_new, p
+        s = logits_base2(s)
+        if masked:
+          q_pos = q_base + iota(0)
+          k_pos = ki * bk + iota(1)
+          ok = masks.position_visible(spec, q_pos, k_pos, q_len, kv_len,
+                                      offset)
+          if spec.has_segments:
+            kv_seg = plgpu.load(kv_seg_ref.at[b, pl.ds(ki * bk, bk)],
+                                layout=_COL, optimized=False)
+            kv_seg = lax.broadcast_in_dim(kv_seg, (bq, bk), [1])
+            ok = ok & masks.segment_visible(q_seg, kv_seg)
+          if mask_ref is not None:
+            mb = b if mask_ref.shape[0] > 1 else 0
+            mn = n if mask_ref.shape[1] > 1 else 0
+            tile = plgpu.load(
+                mask_ref.at[mb, mn, pl.ds(q_base, bq), pl.ds(ki * bk, bk)],
+                layout=_WGMMA, optimized=False)
+            ok = ok & (tile != 0)
+          s = jnp.where(ok, s, _MASK)
+        m_new = jnp.maximum(m_i, s.max(axis=1))
+        p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
+        return m_new, p
+
       def step(j, carry, *, masked: bool):
+        """S(j), softmax(j), then O += P(j) V(j) (FA-2 Alg. 1 inner loop)."""
         acc, m_i, l_i = carry
         slot = lax.rem(j, num_stages)
-        ki = tile_of(j)
 
         # -- S = Q K^T  [bq, bk] on the tensor cores
         def qk(acc_ref):
@@ -258,33 +282,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         sync.release(0, slot)
 
         # -- update m_i and l_i (base 2)
-        fma = not masked and cap is None and scale > 0
-        if fma:  # max commutes with a positive scale: keep one FMA per score
-          c = scale * _LOG2E
-          m_new = jnp.maximum(m_i, s.max(axis=1) * c)
-          p = jnp.exp2(s * c - lax.broadcast_in_dim(m_new, s.shape, [0]))
-        else:
-          s = logits_base2(s)
-          if masked:
-            q_pos = q_base + iota(0)
-            k_pos = ki * bk + iota(1)
-            ok = masks.position_visible(spec, q_pos, k_pos, q_len, kv_len,
-                                        offset)
-            if spec.has_segments:
-              kv_seg = plgpu.load(kv_seg_ref.at[b, pl.ds(ki * bk, bk)],
-                                  layout=_COL, optimized=False)
-              kv_seg = lax.broadcast_in_dim(kv_seg, (bq, bk), [1])
-              ok = ok & masks.segment_visible(q_seg, kv_seg)
-            if mask_ref is not None:
-              mb = b if mask_ref.shape[0] > 1 else 0
-              mn = n if mask_ref.shape[1] > 1 else 0
-              tile = plgpu.load(
-                  mask_ref.at[mb, mn, pl.ds(q_base, bq), pl.ds(ki * bk, bk)],
-                  layout=_WGMMA, optimized=False)
-              ok = ok & (tile != 0)
-            s = jnp.where(ok, s, _MASK)
-          m_new = jnp.maximum(m_i, s.max(axis=1))
-          p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
+        m_new, p = tile_softmax(s, m_i, tile_of(j), masked=masked)
         alpha = jnp.exp2(m_i - m_new)
         acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
         l_i = l_i * alpha
@@ -318,18 +316,92 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         sync.release(1, slot)
         return acc, m_new, l_i
 
-      masked_step = functools.partial(step, masked=True)
-      plain_step = functools.partial(step, masked=False)
-      carry = (acc, m_i, l_i)
-      if masked_first:
-        carry = lax.fori_loop(0, n_masked, masked_step, carry)
-        carry = lax.fori_loop(n_masked, n_steps, plain_step, carry)
-      else:
+      def overlapped_step(j, carry, *, masked: bool):
+        """Issue S(j) and O += P(j-1) V(j-1) together, run softmax(j) while
+        the P V GEMM is in flight, then rescale O (FA3 Sec. 3.2, Alg. 2:
+        intra-warpgroup overlap of softmax and GEMMs).  Step 0 has no P(-1):
+        it multiplies P = 0 into V(0), which adds exactly nothing."""
+        acc, m_i, l_i, p_prev = carry
+        slot = lax.rem(j, num_stages)
+        prev = lax.rem(jnp.maximum(j - 1, 0), num_stages)
+        pl.when(j != 1)(lambda: plgpu.barrier_wait(v_bars.at[prev]))
+        plgpu.barrier_wait(k_bars.at[slot])
+        sync.take_turn()
+        k_t = k_smems.at[slot].transpose((1, 0))
+        zeros_s = plgpu.layout_cast(jnp.zeros((bq, bk), jnp.float32), _WGMMA)
+
+        def softmax(s):  # -> m, l, P(j), alpha
+          sync.release(0, slot)
+          m_new, p = tile_softmax(s, m_i, tile_of(j), masked=masked)
+          alpha = jnp.exp2(m_i - m_new)
+          return m_new, l_i * alpha + p.sum(axis=1), p.astype(dtype), alpha
+
+        if interpret:
+          # Interpret mode: no register-operand wgmma (see `step`).
+          def qk(s_ref):
+            plgpu.wgmma(s_ref, q_smem, k_t)
+            sync.pass_turn()
+            return s_ref[...]
+          s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
+          acc = acc + jnp.dot(p_prev, v_smems.at[prev][...],
+                              preferred_element_type=jnp.float32)
+          m_new, l_new, p16, alpha = softmax(s)
+        else:
+          def gemms_and_softmax(refs):
+            o_ref, s_ref, *out_refs = refs
+            plgpu.wgmma(s_ref, q_smem, k_t)  # S(j)
+            plgpu.wgmma(o_ref, p_prev, v_smems.at[prev])  # O += P(j-1) V(j-1)
+            sync.pass_turn()
+            s = plgpu.wgmma_accumulator_load(s_ref, wait_n=1)  # S(j) only
+            for ref, value in zip(out_refs, softmax(s)):
+              ref[...] = value
+
+          outs = (m_i, l_i, p_prev, m_i)  # placeholders for m, l, P(j), alpha
+          acc, _, m_new, l_new, p16, alpha = pl.run_state(gemms_and_softmax)(
+              (plgpu.ACC.init(acc), plgpu.ACC.init(zeros_s), *outs))
+        pl.when(j > 0)(lambda: sync.release(1, prev))
+        acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+        return acc, m_new, l_new, p16
+
+      def run_steps(step_fn, carry):
+        masked_step = functools.partial(step_fn, masked=True)
+        plain_step = functools.partial(step_fn, masked=False)
+        if masked_first:
+          carry = lax.fori_loop(0, n_masked, masked_step, carry)
+          return lax.fori_loop(n_masked, n_steps, plain_step, carry)
         carry = lax.fori_loop(0, n_lead, masked_step, carry)
         carry = lax.fori_loop(n_lead, n_full_end, plain_step, carry)
-        carry = lax.fori_loop(n_full_end, n_steps, masked_step, carry)
-      acc, m_i, l_i = carry
-      pl.when(wg == 0)(sync.pass_turn)  # consumer 1's last take_turn
+        return lax.fori_loop(n_full_end, n_steps, masked_step, carry)
+
+      if not overlap_softmax:
+        pl.when(n_steps > 0)(lambda: plgpu.barrier_wait(k_bars.at[0]))
+        # Consumer 1 starts half a turn late (after consumer 0's first S
+        # GEMM is issued): from here on the two alternate.
+        pl.when(wg == 1)(sync.take_turn)
+        acc, m_i, l_i = run_steps(step, (acc, m_i, l_i))
+        pl.when(wg == 0)(sync.pass_turn)  # consumer 1's last take_turn
+      else:
+        # Turns now cover whole GEMM-issue sections; consumer 0 goes first.
+        pl.when(wg == 1)(sync.pass_turn)
+        p0 = plgpu.layout_cast(jnp.zeros((bq, bk), dtype), _WGMMA)
+        acc, m_i, l_i, p_last = run_steps(overlapped_step,
+                                          (acc, m_i, l_i, p0))
+
+        def last_pv(acc):  # O += P(n-1) V(n-1)
+          last = lax.rem(n_steps - 1, num_stages)
+          pl.when(n_steps > 1)(lambda: plgpu.barrier_wait(v_bars.at[last]))
+          sync.take_turn()
+          if interpret:
+            acc = acc + jnp.dot(p_last, v_smems.at[last][...],
+                                preferred_element_type=jnp.float32)
+          else:
+            acc = pl.run_state(lambda o_ref: plgpu.wgmma(
+                o_ref, p_last, v_smems.at[last]))(plgpu.ACC.init(acc))
+          pl.when(wg == 0)(sync.pass_turn)  # consumer 1's last take_turn
+          sync.release(1, last)
+          return acc
+
+        acc = lax.cond(n_steps > 0, last_pv, lambda acc: acc, acc)
 
       # -- epilogue: normalise; fully masked / padding rows give 0 and +inf
       rows = plgpu.broadcasted_iota(jnp.int32, (bq, head_dim), 0,
@@ -502,7 +574,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
       cap=params.logits_soft_cap, block_q=bq, block_kv=bk,
       num_stages=cfg.num_stages, num_q_tiles=num_q_tiles, group=n // kh,
       longest_first=spec.is_causal, masked_first=cfg.masked_first,
-      interpret=params.interpret)
+      overlap_softmax=cfg.overlap_softmax, interpret=params.interpret)
   kernel.__name__ = "pallas_flash_mosaic_fwd"
   if cfg.q_tiles_inner:  # the CTAs of one (b, n) run together: K/V stay in L2
     grid, grid_names = (num_q_tiles, n, b), ("q_tiles", "heads", "batch")
