@@ -65,23 +65,29 @@ class MosaicConfig:
 
 # Shared memory per CTA on Hopper is 227 KiB; the entries stay inside it for
 # every head dim they cover (d <= 256 pads to a multiple of 64).  Measured on
-# H200 2026-11-21 (docs/mosaic.md, run 3; differences under ~4% are noise):
+# H200 2026-11-21 (docs/mosaic.md; same-run differences under ~4% are noise):
 # * d64 non-causal: block_kv=256 beats 128 by 3-6% (S4k 431-439 vs 412-428
 #   TFLOP/s, S16k 460-470 vs 441-453): half as many turns of the ring.
-# * d64 causal: block_kv=128 (S4k 364-378 vs 350-363 with 256: the diagonal
-#   tile wastes more of a wider tile; at S16k 256 is ~3% faster).
-# * d128: block_kv=128, 2 stages (64 x 3 or 4 stages: 15-20% slower, run 2).
-# * d256: block_kv=64, 2 stages (all that fits); ascending order with the turn
-#   wait before reading S (the JAX/tokamax order) was 8-15% faster than the
-#   masked-first / split-wait variants (499 vs 445 non-causal, 356 vs 311
-#   causal).
+# * d64 causal: block_kv=128 (S4k 364-386 vs 350-383 with 256: the diagonal
+#   tile wastes more of a wider tile; at S16k 256 is ~3-8% faster).
+# * d64: no softmax overlap (S16k 395-433 with it vs 443-464 without: at d64
+#   the consumers are softmax-bound and the second score tile costs more than
+#   the overlap saves).
+# * d128: block_kv=128, 2 stages (64 x 3 or 4 stages: 15-20% slower, run 2),
+#   softmax overlap on (run 9: S16k N 596-607 vs 590-596, S16k C 602-608 vs
+#   587-588, S4k C 523-534 vs 519, S4k N equal).
+# * d256: block_kv=64, 2 stages (all that fits), ascending order (the JAX /
+#   tokamax order: 8-15% over masked-first before the overlap existed), softmax
+#   overlap on (run 9: N 510-520 vs 497-504, C 409 vs 397).
 _TABLE = {
     (64, False): MosaicConfig(block_q=64, block_kv=256, num_stages=2),
     (64, True): MosaicConfig(block_q=64, block_kv=128, num_stages=2),
-    (128, False): MosaicConfig(block_q=64, block_kv=128, num_stages=2),
-    (128, True): MosaicConfig(block_q=64, block_kv=128, num_stages=2),
+    (128, False): MosaicConfig(block_q=64, block_kv=128, num_stages=2,
+                               overlap_softmax=True),
+    (128, True): MosaicConfig(block_q=64, block_kv=128, num_stages=2,
+                              overlap_softmax=True),
     (256, False): MosaicConfig(block_q=64, block_kv=64, num_stages=2,
-                               masked_first=False),
+                               masked_first=False, overlap_softmax=True),
     (256, True): MosaicConfig(block_q=64, block_kv=64, num_stages=2,
-                              masked_first=False),
+                              masked_first=False, overlap_softmax=True),
 }
