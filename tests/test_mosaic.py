@@ -220,6 +220,12 @@ def test_config_table_fits_smem():
       assert cfg.smem_bytes(h) <= 227 * 1024, (h, causal, cfg)
 
 
+def test_config_default_without_overlap_when_every_tile_is_masked():
+  assert MosaicConfig.default(128, True).overlap_softmax
+  assert not MosaicConfig.default(128, True, every_tile_masked=True).overlap_softmax
+  assert not MosaicConfig.default(64, False).overlap_softmax
+
+
 def test_gradients_through_public_api():
   """implementation="mosaic": Mosaic forward, Pallas-Triton backward."""
   import functools

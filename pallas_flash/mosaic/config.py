@@ -57,10 +57,21 @@ class MosaicConfig:
     return q + kv + 2 * self.block_q * 4 + 1024
 
   @classmethod
-  def default(cls, head_dim: int, causal: bool) -> "MosaicConfig":
-    """The tuned entry for a (padded) head dim; see docs/mosaic.md."""
+  def default(cls, head_dim: int, causal: bool,
+              every_tile_masked: bool = False) -> "MosaicConfig":
+    """The tuned entry for a (padded) head dim; see docs/mosaic.md.
+
+    every_tile_masked (segment ids or a dense mask): no softmax overlap.  The
+    packed-documents cell (every tile masked, d128) ran at 143 TFLOP/s with
+    the overlap (H200, git 7b5d3ce) against 235 without it in the earlier
+    run (git 76c11d4); the element-wise mask's index arrays next to a second
+    score tile are the likely cost.  Not yet re-measured in one run.
+    """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
-    return _TABLE[key]
+    cfg = _TABLE[key]
+    if every_tile_masked:
+      cfg = dataclasses.replace(cfg, overlap_softmax=False)
+    return cfg
 
 
 # Shared memory per CTA on Hopper is 227 KiB; the entries stay inside it for

@@ -95,7 +95,8 @@ def check_supported(params: KernelParams, q, k, v) -> None:
           f"mosaic forward needs a Hopper GPU (sm_90), got {dev.device_kind} "
           f"compute_capability={cc!r}")
   h = _round_up(q.shape[-1], 64)
-  cfg = params.config or MosaicConfig.default(h, params.spec.is_causal)
+  cfg = params.config or MosaicConfig.default(
+      h, params.spec.is_causal, params.spec.needs_elementwise)
   if cfg.smem_bytes(h) > 227 * 1024:
     raise NotImplementedError(f"{cfg} needs {cfg.smem_bytes(h)} bytes of shared "
                               f"memory at head_dim={h}; Hopper has 227 KiB")
@@ -534,7 +535,8 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   b, t, n, h = q.shape
   _, s, kh, _ = k.shape
   hp = _round_up(h, 64)
-  cfg = params.config or MosaicConfig.default(hp, spec.is_causal)
+  cfg = params.config or MosaicConfig.default(hp, spec.is_causal,
+                                              spec.needs_elementwise)
   bq, bk = cfg.block_q, cfg.block_kv
   rows = _CONSUMERS * bq
   tp, sp = _round_up(t, rows), _round_up(s, bk)
