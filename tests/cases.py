@@ -6,10 +6,14 @@ sizes are small enough for Pallas interpret mode on a 2-core CPU.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+import pallas_flash as pf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +33,10 @@ class Case:
   kv_lengths: tuple[int, ...] | None = None
   segments: bool = False
   soft_cap: float | None = None
-  dense_mask: str | None = None  # "full" [B,N,T,S], "keys" [B,1,1,S], "heads" [1,N,T,S]
+  # "full" [B,N,T,S], "keys" [B,1,1,S], "heads" [1,N,T,S]; "full_empty_row":
+  # "full" with query row 3 of every head masked out entirely.
+  dense_mask: str | None = None
+  config: Any = None  # backend tuning (TritonConfig / MosaicConfig) for the kernel
 
   def __str__(self):
     return self.name
@@ -54,9 +61,13 @@ class Case:
     if self.soft_cap is not None:
       kw["logits_soft_cap"] = self.soft_cap
     if self.dense_mask is not None:
-      shape = {"full": (self.b, self.n, self.t, self.s), "keys": (self.b, 1, 1, self.s),
+      full = (self.b, self.n, self.t, self.s)
+      shape = {"full": full, "full_empty_row": full, "keys": (self.b, 1, 1, self.s),
                "heads": (1, self.n, self.t, self.s)}[self.dense_mask]
-      kw["mask"] = jax.random.bernoulli(keys[3], 0.75, shape)
+      mask = jax.random.bernoulli(keys[3], 0.75, shape)
+      if self.dense_mask == "full_empty_row":
+        mask = mask.at[:, :, min(3, self.t - 1), :].set(False)
+      kw["mask"] = mask
     return q, k, v, kw
 
 
@@ -124,3 +135,31 @@ GRADIENT = [
     Case("g_h256", t=17, s=17, h=256, n=1, k=1, b=1),
     Case("g_bf16_mask_keys", t=33, s=97, dense_mask="keys", dtype="bfloat16"),
 ]
+
+
+def rel_err(x, ref):
+  """max|x - ref| / max|ref|, in float32."""
+  x, ref = np.asarray(x, np.float32), np.asarray(ref, np.float32)
+  return float(np.max(np.abs(x - ref)) / max(np.max(np.abs(ref)), 1e-6))
+
+
+def upcast(*xs):
+  return [x.astype(jnp.float32) for x in xs]
+
+
+def check_forward(case: Case, impl: str, seed: int = 0):
+  """``flash_attention(implementation=impl)`` against the float32 XLA path:
+  shapes, dtypes, finiteness, output and LSE within ``TOL``."""
+  q, k, v, kw = case.inputs(seed)
+  out, lse = pf.flash_attention(q, k, v, implementation=impl, config=case.config,
+                                return_residual=True, **kw)
+  ref, ref_lse = pf.flash_attention(*upcast(q, k, v), implementation="xla",
+                                    return_residual=True, **kw)
+  chex.assert_shape(out, q.shape)
+  chex.assert_shape(lse, q.shape[:-1])
+  assert out.dtype == q.dtype and lse.dtype == jnp.float32
+  chex.assert_tree_all_finite((out, lse))
+  tol = TOL[case.dtype]
+  assert rel_err(out, ref) <= tol["out"], (case.name, rel_err(out, ref))
+  np.testing.assert_allclose(lse, ref_lse, atol=tol["lse"], rtol=tol["lse"])
+  return out, lse

@@ -16,7 +16,7 @@ import pytest
 
 import pallas_flash as pf
 from pallas_flash import masks
-from cases import FORWARD, GRADIENT, TOL, Case
+from cases import FORWARD, GRADIENT, TOL, Case, check_forward, rel_err as _rel, upcast as _upcast
 
 IMPL = "triton"
 
@@ -40,15 +40,6 @@ def _mosaic_refuses(impl: str, case: Case) -> bool:
   return impl == "mosaic" and case.dtype == "float32"
 
 
-def _rel(x, ref):
-  x, ref = np.asarray(x, np.float32), np.asarray(ref, np.float32)
-  return float(np.max(np.abs(x - ref)) / max(np.max(np.abs(ref)), 1e-6))
-
-
-def _upcast(*xs):
-  return [x.astype(jnp.float32) for x in xs]
-
-
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("case", FORWARD, ids=str)
 def test_forward_matches_reference(case: Case, impl: str):
@@ -57,16 +48,7 @@ def test_forward_matches_reference(case: Case, impl: str):
     with pytest.raises(NotImplementedError):
       pf.flash_attention(q, k, v, implementation=impl, **kw)
     return
-  out, lse = pf.flash_attention(q, k, v, implementation=impl, return_residual=True, **kw)
-  ref, ref_lse = pf.flash_attention(*_upcast(q, k, v), implementation="xla",
-                                    return_residual=True, **kw)
-  chex.assert_shape(out, q.shape)
-  chex.assert_shape(lse, q.shape[:-1])
-  assert out.dtype == q.dtype and lse.dtype == jnp.float32
-  chex.assert_tree_all_finite((out, lse))
-  tol = TOL[case.dtype]
-  assert _rel(out, ref) <= tol["out"], _rel(out, ref)
-  np.testing.assert_allclose(lse, ref_lse, atol=tol["lse"], rtol=tol["lse"])
+  check_forward(case, impl)
 
 
 def _supported(cases):
