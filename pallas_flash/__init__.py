@@ -2,6 +2,7 @@
 from pallas_flash.api import flash_attention
 from pallas_flash.config import TritonConfig
 from pallas_flash.masks import MASKED_LSE
+from pallas_flash.mosaic.config import MosaicConfig
 
-__all__ = ["flash_attention", "TritonConfig", "MASKED_LSE"]
+__all__ = ["flash_attention", "TritonConfig", "MosaicConfig", "MASKED_LSE"]
 __version__ = "0.1.0"

@@ -89,8 +89,9 @@ def flash_attention(
     key_value_segment_ids: int ``[B, S]``; defaults to ``query_segment_ids``
       when T == S.
     logits_soft_cap: ``cap``: logits become ``cap * tanh(logits / cap)``.
-    config: backend tuning (``pallas_flash.TritonConfig`` for ``"triton"``);
-      ``None`` takes the per-device default.
+    config: backend tuning (``pallas_flash.TritonConfig`` for ``"triton"``,
+      ``pallas_flash.MosaicConfig`` for ``"mosaic"``); ``None`` takes the
+      measured per-head-dim default.
 
   Returns:
     ``out`` with the shape and dtype of ``query``; with

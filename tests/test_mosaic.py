@@ -171,8 +171,11 @@ def test_config_default_without_overlap_when_every_tile_is_masked():
   assert not MosaicConfig.default(64, False).overlap_softmax
 
 
-def test_gradients_through_public_api():
-  """implementation="mosaic": Mosaic forward, Pallas-Triton backward."""
+@pytest.mark.parametrize("config", [None, MosaicConfig(block_kv=64)],
+                         ids=["default", "MosaicConfig"])
+def test_gradients_through_public_api(config):
+  """implementation="mosaic": Mosaic forward, Pallas-Triton backward (a
+  MosaicConfig tunes the forward only)."""
   import pallas_flash as pf
 
   ks = jax.random.split(jax.random.key(11), 4)
@@ -181,7 +184,7 @@ def test_gradients_through_public_api():
              for kk in ks[:3])
   d_out = jax.random.normal(ks[3], shape, jnp.float32).astype(jnp.bfloat16)
   kw = dict(is_causal=True)
-  out, vjp = jax.vjp(functools.partial(pf.flash_attention,
+  out, vjp = jax.vjp(functools.partial(pf.flash_attention, config=config,
                                        implementation="mosaic", **kw), q, k, v)
   f32 = lambda x: x.astype(jnp.float32)
   ref, ref_vjp = jax.vjp(functools.partial(pf.flash_attention,

@@ -166,7 +166,9 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   b, t, n, h = q.shape
   _, s, kh, _ = k.shape
   group = n // kh
-  cfg = (params.config or TritonConfig.default(h)).fit(t, s)
+  # A MosaicConfig (implementation="mosaic") tunes only the forward.
+  cfg = params.config if isinstance(params.config, TritonConfig) else None
+  cfg = (cfg or TritonConfig.default(h)).fit(t, s)
   hp = pl.next_power_of_2(max(h, 16))
   spec, cap = params.spec, params.logits_soft_cap
   compiler_params = plgpu.CompilerParams(num_warps=cfg.num_warps_bwd,
