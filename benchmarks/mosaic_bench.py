@@ -7,7 +7,7 @@ Workload (FlashAttention papers): B * T = 16384 tokens, hidden 2048, heads =
 2048 / H; forward FLOPs 4 * B * N * T * S * H, halved when causal.
 
   PYTHONPATH=$PWD python3 benchmarks/mosaic_bench.py [--bench]
-      [--sweep] [--tokamax] [--baseline OLD_FORWARD.py] [--out DIR]
+      [--sweep] [--tokamax] [--packed] [--baseline OLD_FORWARD.py] [--out DIR]
 
 Prints a short table last; with --out writes a log and a JSON of results.
 """
@@ -23,7 +23,9 @@ import sys
 import jax
 import jax.numpy as jnp
 
+from benchmarks import workloads
 from benchmarks.run import time_interleaved
+import pallas_flash as pf
 from pallas_flash import masks, reference
 from pallas_flash.mosaic import forward as mosaic_forward
 from pallas_flash.mosaic.config import MosaicConfig
@@ -182,6 +184,35 @@ def bench(sweep: bool, with_tokamax: bool, baselines=(), head_dims=None,
   return rows
 
 
+def bench_packed(reps=9, min_ms=40.0, scale=1):
+  """The packed-documents cell of benchmarks.run (segment ids: every visited
+  tile is masked): the default config against the softmax overlap forced on.
+  ``scale`` > 1 shrinks it (a CPU smoke run in interpret mode)."""
+  w = next(x for x in workloads.real_models(scale=scale) if x.name == "packed")
+  x = workloads.make_inputs(w)
+  flops = workloads.flops(w, x.visible_pairs, "fwd")
+  h = w.head_dim
+  configs = {"default": None,
+             "overlap": dataclasses.replace(
+                 MosaicConfig.default(h, True, every_tile_masked=True),
+                 overlap_softmax=True)}
+  calls = {}
+  for name, cfg in configs.items():
+    f = jax.jit(lambda q, k, v, cfg=cfg: pf.flash_attention(
+        q, k, v, is_causal=True, query_segment_ids=x.segment_ids,
+        implementation="mosaic", config=cfg))
+    jax.block_until_ready(f(x.q, x.k, x.v))
+    calls[f"mosaic[{name}]"] = (f, (x.q, x.k, x.v))
+  times = time_interleaved(calls, reps=reps, sample_s=min_ms / 1e3)
+  outs = [f(*a).astype(jnp.float32) for f, a in calls.values()]
+  row = {"workload": w.label, **{k: flops / sec / 1e12
+                                 for k, (sec, _, _) in times.items()},
+         "rel_diff": float(jnp.linalg.norm(outs[0] - outs[1])
+                           / jnp.linalg.norm(outs[0]))}
+  log(json.dumps(row))
+  return row
+
+
 def table(rows):
   """Best mosaic config vs peers, then every timed variant as a ratio to cuDNN."""
   hdr = ("| cell | B x N | mosaic | cfg | cuDNN | ratio | tokamax | ratio | "
@@ -212,6 +243,9 @@ def main():
   ap.add_argument("--bench", action="store_true")
   ap.add_argument("--sweep", action="store_true")
   ap.add_argument("--tokamax", action="store_true")
+  ap.add_argument("--packed", action="store_true",
+                  help="also time the packed-documents cell: default config "
+                  "vs softmax overlap on")
   ap.add_argument("--baseline", action="append", default=[],
                   help="a saved copy of mosaic/forward.py, timed beside the "
                   "current one (repeatable)")
@@ -232,6 +266,8 @@ def main():
         json.dump({"date": str(datetime.date.today()),
                    "device": dev.device_kind, "jax": jax.__version__,
                    "rows": rows}, f, indent=1)
+  if args.packed:
+    bench_packed()
 
 
 if __name__ == "__main__":
