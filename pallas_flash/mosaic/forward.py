@@ -17,7 +17,9 @@ warpgroups (FA3, Shah et al. 2024, Sec. 3.1 "producer-consumer asynchrony"):
   one's softmax overlaps the other's GEMMs (FA3 Sec. 3.1, "ping-pong
   scheduling"): a consumer hands the turn over as soon as its S GEMM is
   issued and takes it back before its P V GEMM; the wait for the next K tile
-  is issued while the P V wgmma is in flight (FA3 Sec. 3.2).
+  is issued while the P V wgmma is in flight.  With ``overlap_softmax``
+  (FA3 Sec. 3.2, Alg. 2) one turn issues S(j) and P(j-1) V(j-1) together and
+  softmax(j) runs while that P V GEMM is in flight (``overlapped_step``).
 
 The consumers' "slot consumed" signals and the turns are named hardware
 barriers (``bar.arrive`` / ``bar.sync``): an mbarrier arrival from a whole
