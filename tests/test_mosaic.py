@@ -51,6 +51,8 @@ CASES = [
     M("head dim 40 (padded)", h=40),
     M("bk64 3 stages", t=128, s=320, config=MosaicConfig(
         block_q=64, block_kv=64, num_stages=3)),
+    M("causal bk256 ragged", t=300, s=520, causal=True,
+      config=MosaicConfig(block_kv=256)),
     M("dense mask [B,N,T,S]", b=2, n=2, k=2, t=130, s=200, causal=True,
       dense_mask="full_empty_row"),
     M("dense mask [B,1,1,S]", t=128, s=256, dense_mask="keys"),
@@ -169,6 +171,12 @@ def test_config_default_without_overlap_when_every_tile_is_masked():
   assert MosaicConfig.default(128, True).overlap_softmax
   assert not MosaicConfig.default(128, True, every_tile_masked=True).overlap_softmax
   assert not MosaicConfig.default(64, False).overlap_softmax
+
+
+def test_config_default_d64_causal_long_sequences_take_wide_tiles():
+  assert MosaicConfig.default(64, True, kv_seqlen=4096).block_kv == 128
+  assert MosaicConfig.default(64, True, kv_seqlen=16384).block_kv == 256
+  assert MosaicConfig.default(128, True, kv_seqlen=16384).block_kv == 128
 
 
 @pytest.mark.parametrize("config", [None, MosaicConfig(block_kv=64)],

@@ -58,8 +58,13 @@ class MosaicConfig:
 
   @classmethod
   def default(cls, head_dim: int, causal: bool,
-              every_tile_masked: bool = False) -> "MosaicConfig":
+              every_tile_masked: bool = False,
+              kv_seqlen: int = 0) -> "MosaicConfig":
     """The tuned entry for a (padded) head dim; see docs/mosaic.md.
+
+    kv_seqlen >= 16384 with d64 causal: block_kv=256 (S16k: 468 vs 434
+    TFLOP/s for 128 in run 9, 458 vs 443 in session 1 run 3; at S4k 128 is
+    as fast or faster, where the diagonal tile wastes more of a wide tile).
 
     every_tile_masked (segment ids or a dense mask): no softmax overlap.  The
     packed-documents cell (every tile masked, d128) ran at 143 TFLOP/s with
@@ -69,6 +74,8 @@ class MosaicConfig:
     """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
     cfg = _TABLE[key]
+    if key == (64, True) and kv_seqlen >= 16384:
+      cfg = dataclasses.replace(cfg, block_kv=256)
     if every_tile_masked:
       cfg = dataclasses.replace(cfg, overlap_softmax=False)
     return cfg
@@ -80,7 +87,8 @@ class MosaicConfig:
 # * d64 non-causal: block_kv=256 beats 128 by 3-6% (S4k 431-439 vs 412-428
 #   TFLOP/s, S16k 460-470 vs 441-453): half as many turns of the ring.
 # * d64 causal: block_kv=128 (S4k 364-386 vs 350-383 with 256: the diagonal
-#   tile wastes more of a wider tile; at S16k 256 is ~3-8% faster).
+#   tile wastes more of a wider tile); from S = 16k on 256 (3-8% faster
+#   there, see ``default``).
 # * d64: no softmax overlap (S16k 395-433 with it vs 443-464 without: at d64
 #   the consumers are softmax-bound and the second score tile costs more than
 #   the overlap saves).

@@ -81,7 +81,7 @@ def _round_up(x: int, m: int) -> int:
 
 def check_supported(params: KernelParams, q, k, v) -> None:
   """Raises NotImplementedError for valid input this backend cannot take."""
-  del k, v
+  del v
   if jnp.dtype(q.dtype) not in _DTYPES:
     raise NotImplementedError(
         f"mosaic forward takes float16/bfloat16, got {q.dtype} (the "
@@ -98,7 +98,7 @@ def check_supported(params: KernelParams, q, k, v) -> None:
           f"compute_capability={cc!r}")
   h = _round_up(q.shape[-1], 64)
   cfg = params.config or MosaicConfig.default(
-      h, params.spec.is_causal, params.spec.needs_elementwise)
+      h, params.spec.is_causal, params.spec.needs_elementwise, k.shape[1])
   if cfg.smem_bytes(h) > 227 * 1024:
     raise NotImplementedError(f"{cfg} needs {cfg.smem_bytes(h)} bytes of shared "
                               f"memory at head_dim={h}; Hopper has 227 KiB")
@@ -538,7 +538,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   _, s, kh, _ = k.shape
   hp = _round_up(h, 64)
   cfg = params.config or MosaicConfig.default(hp, spec.is_causal,
-                                              spec.needs_elementwise)
+                                              spec.needs_elementwise, s)
   bq, bk = cfg.block_q, cfg.block_kv
   rows = _CONSUMERS * bq
   tp, sp = _round_up(t, rows), _round_up(s, bk)
