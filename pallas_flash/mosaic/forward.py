@@ -385,7 +385,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         pl.when(wg == 0)(sync.pass_turn)  # consumer 1's last take_turn
       else:
         # Turns now cover whole GEMM-issue sections; consumer 0 goes first.
-        pl.when(wg == 1)(sync.pass_turn)
+        # Both consumers share n_steps: with no steps there is no turn at all.
+        pl.when((wg == 1) & (n_steps > 0))(sync.pass_turn)
         p0 = plgpu.layout_cast(jnp.zeros((bq, bk), dtype), _WGMMA)
         acc, m_i, l_i, p_last = run_steps(overlapped_step,
                                           (acc, m_i, l_i, p0))
