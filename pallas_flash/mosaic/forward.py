@@ -270,6 +270,22 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
         return m_new, p
 
+      def add_pv(acc, p16, slot, in_flight=lambda: None):
+        """O += P V_slot  [bq, H] on the tensor cores; ``in_flight`` runs
+        while the wgmma does."""
+        if interpret:
+          # GPU interpret mode models neither a register operand of wgmma
+          # nor pl.run_state accumulators: same product, as a plain dot.
+          acc = acc + jnp.dot(p16, v_smems.at[slot][...],
+                              preferred_element_type=jnp.float32)
+          in_flight()
+          return acc
+
+        def pv(acc_ref):
+          plgpu.wgmma(acc_ref, p16, v_smems.at[slot])
+          in_flight()
+        return pl.run_state(pv)(plgpu.ACC.init(acc))
+
       def step(j, carry, *, masked: bool):
         """S(j), softmax(j), then O += P(j) V(j) (FA-2 Alg. 1 inner loop)."""
         acc, m_i, l_i = carry
@@ -305,17 +321,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           def _():
             plgpu.barrier_wait(k_bars.at[lax.rem(j + 1, num_stages)])
 
-        if interpret:
-          # GPU interpret mode models neither a register operand of wgmma
-          # nor pl.run_state accumulators: same product, as a plain dot.
-          acc = acc + jnp.dot(p16, v_smems.at[slot][...],
-                              preferred_element_type=jnp.float32)
-          wait_next_k()
-        else:
-          def pv(acc_ref):
-            plgpu.wgmma(acc_ref, p16, v_smems.at[slot])
-            wait_next_k()
-          acc = pl.run_state(pv)(plgpu.ACC.init(acc))
+        acc = add_pv(acc, p16, slot, wait_next_k)
         sync.release(1, slot)
         return acc, m_new, l_i
 
@@ -340,14 +346,13 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           return m_new, l_i * alpha + p.sum(axis=1), p.astype(dtype), alpha
 
         if interpret:
-          # Interpret mode: no register-operand wgmma (see `step`).
+          # Interpret mode: no register-operand wgmma (see `add_pv`).
           def qk(s_ref):
             plgpu.wgmma(s_ref, q_smem, k_t)
             sync.pass_turn()
             return s_ref[...]
           s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
-          acc = acc + jnp.dot(p_prev, v_smems.at[prev][...],
-                              preferred_element_type=jnp.float32)
+          acc = add_pv(acc, p_prev, prev)
           m_new, l_new, p16, alpha = softmax(s)
         else:
           def gemms_and_softmax(refs):
@@ -395,12 +400,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           last = lax.rem(n_steps - 1, num_stages)
           pl.when(n_steps > 1)(lambda: plgpu.barrier_wait(v_bars.at[last]))
           sync.take_turn()
-          if interpret:
-            acc = acc + jnp.dot(p_last, v_smems.at[last][...],
-                                preferred_element_type=jnp.float32)
-          else:
-            acc = pl.run_state(lambda o_ref: plgpu.wgmma(
-                o_ref, p_last, v_smems.at[last]))(plgpu.ACC.init(acc))
+          acc = add_pv(acc, p_last, last)
           pl.when(wg == 0)(sync.pass_turn)  # consumer 1's last take_turn
           sync.release(1, last)
           return acc
