@@ -166,7 +166,9 @@ def bench(sweep: bool, with_tokamax: bool, baselines=(), head_dims=None,
           row[f"relerr{name[name.index('['):]}"] = err
           if not err < 1e-2:
             log(f"FAIL {name}: rel err vs cuDNN {err:.2e}")
-    out = mosaic_fn(spec, h ** -0.5)(q, k, v, arrays)[0].astype(jnp.float32)
+    default = calls.get("mosaic[default]")  # compiled already unless sweeping
+    out = (default[0](q, k, v) if default else
+           mosaic_fn(spec, h ** -0.5)(q, k, v, arrays)[0]).astype(jnp.float32)
     if h > 128 and ref is not None:  # small cells: both against f32 truth
       f32 = lambda x: x.astype(jnp.float32)
       r32, _ = reference.attention(f32(q), f32(k), f32(v), None, arrays, spec=spec,
