@@ -203,6 +203,15 @@ def flatten_batch(x, batch: tuple[int, ...], tail: tuple[int, ...], name: str):
   return x.reshape((-1,) + x.shape[nb:])
 
 
+def head_dim_of(qkv_features: int, num_heads: int, num_kv_heads: int) -> int:
+  """The layers' head-count check; returns ``qkv_features // num_heads``."""
+  if qkv_features % num_heads:
+    raise ValueError(f"{qkv_features=} must be a multiple of {num_heads=}")
+  if num_kv_heads < 1 or num_heads % num_kv_heads:
+    raise ValueError(f"{num_heads=} must be a multiple of {num_kv_heads=}")
+  return qkv_features // num_heads
+
+
 def resolve_inputs(inputs_q, inputs_k, inputs_v, padding: dict[str, Any]):
   """Flax's input defaults, shared by the layers.
 

@@ -117,13 +117,8 @@ class MultiHeadAttention(nn.Module):
     features = self.out_features or inputs_q.shape[-1]
     qkv_features = self.qkv_features or inputs_q.shape[-1]
     num_kv_heads = self.num_kv_heads or self.num_heads
-    if qkv_features % self.num_heads:
-      raise ValueError(f"{qkv_features=} must be a multiple of "
-                       f"num_heads={self.num_heads}")
-    if self.num_heads % num_kv_heads:
-      raise ValueError(f"num_heads={self.num_heads} must be a multiple of "
-                       f"{num_kv_heads=}")
-    head_dim = qkv_features // self.num_heads
+    head_dim = _attention.head_dim_of(qkv_features, self.num_heads,
+                                      num_kv_heads)
 
     dense = functools.partial(
         nn.DenseGeneral, axis=-1, dtype=self.dtype,

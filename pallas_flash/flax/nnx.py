@@ -71,13 +71,10 @@ class MultiHeadAttention(nnx.Module):
     out_features = in_features if out_features is None else out_features
     in_kv_features = in_features if in_kv_features is None else in_kv_features
     num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-    if qkv_features % num_heads:
-      raise ValueError(f"{qkv_features=} must be a multiple of {num_heads=}")
-    if num_kv_heads < 1 or num_heads % num_kv_heads:
-      raise ValueError(f"{num_heads=} must be a multiple of {num_kv_heads=}")
+    self.head_dim = _attention.head_dim_of(qkv_features, num_heads,
+                                           num_kv_heads)
     self.num_heads = num_heads
     self.num_kv_heads = num_kv_heads
-    self.head_dim = qkv_features // num_heads
     self.dtype = dtype
     self.attention_options = dict(
         implementation=implementation, causal_alignment=causal_alignment,
