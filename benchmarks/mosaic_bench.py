@@ -39,18 +39,13 @@ CELLS = [  # (head_dim, seqlen, causal)
 _C = MosaicConfig
 
 
-def sweep_configs(h):
-  """Candidate configs per head dim (all fit 227 KiB of shared memory):
-  tile width or visiting order, each with and without the intra-warpgroup
-  softmax overlap.  (q-tiles-fastest launch order lost 3-20% in every cell of
-  three runs, docs/mosaic.md, and is no longer swept.)"""
-  if h <= 64:
-    base = [_C(block_kv=bk) for bk in (128, 256)]
-  else:
-    bk = 128 if h <= 128 else 64
-    base = [_C(block_kv=bk, masked_first=mf) for mf in (True, False)]
-  return [dataclasses.replace(c, overlap_softmax=ov)
-          for c in base for ov in (False, True)]
+def sweep_configs(h, causal, seqlen):
+  """The default config, and the same config launched persistently (one CTA
+  per SM looping over work items).  Earlier sweeps (tile width, visiting
+  order, softmax overlap, launch order) are recorded in docs/mosaic.md and
+  settled the table in pallas_flash/mosaic/config.py."""
+  cfg = _C.default(h, causal, kv_seqlen=seqlen)
+  return [None, dataclasses.replace(cfg, persistent=not cfg.persistent)]
 
 
 def log(*a):
@@ -101,7 +96,8 @@ def _cfg_name(cfg):
   if cfg is None:
     return "default"
   return (f"bk{cfg.block_kv}s{cfg.num_stages}{'i' if cfg.q_tiles_inner else ''}"
-          f"{'M' if cfg.masked_first else 'A'}{'O' if cfg.overlap_softmax else ''}")
+          f"{'M' if cfg.masked_first else 'A'}{'O' if cfg.overlap_softmax else ''}"
+          f"{'P' if cfg.persistent else ''}")
 
 
 def bench(sweep: bool, with_tokamax: bool, baselines=(), head_dims=None,
@@ -137,7 +133,7 @@ def bench(sweep: bool, with_tokamax: bool, baselines=(), head_dims=None,
 
     add("cudnn", jax.jit(lambda q, k, v: jax.nn.dot_product_attention(
         q, k, v, is_causal=causal, implementation="cudnn")))
-    for cfg in sweep_configs(h) if sweep else [None]:
+    for cfg in sweep_configs(h, causal, t) if sweep else [None]:
       if cfg is None or cfg.smem_bytes(h) <= 227 * 1024:
         f = mosaic_fn(spec, h ** -0.5, None, cfg)
         add(f"mosaic[{_cfg_name(cfg)}]",

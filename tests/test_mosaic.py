@@ -67,6 +67,21 @@ CASES = [
     M("ascending order", t=256, s=300, causal=True, window=(100, 20),
       config=MosaicConfig(block_q=64, block_kv=64, num_stages=2,
                           masked_first=False)),
+    # Persistent: interpret mode launches 3 CTAs, so CTAs take 1-3 items and
+    # the K/V ring, turns and Q prefetch run across items.
+    M("persistent, lengths with empty rows", b=2, t=300, s=256, causal=True,
+      q_lengths=(300, 0), kv_lengths=(256, 90),
+      config=MosaicConfig(persistent=True)),
+    M("persistent, softmax overlap, gqa, d128", b=2, n=2, k=1, h=128,
+      t=256, s=200, config=MosaicConfig(persistent=True,
+                                        overlap_softmax=True)),
+    M("persistent, segments, overlap, 3 stages", b=2, t=256, s=256,
+      segments=True, config=MosaicConfig(block_kv=64, num_stages=3,
+                                         persistent=True,
+                                         overlap_softmax=True)),
+    M("persistent, d256 (4 O pieces), q tiles inner", b=2, h=256, t=256,
+      s=128, causal=True, config=MosaicConfig(
+          block_kv=64, persistent=True, q_tiles_inner=True)),
 ]
 
 # GPU-sized cases (run with -m slow on the GPU).
@@ -98,6 +113,15 @@ SLOW = [
     M("window (100, 30)", t=512, s=512, n=2, k=2, h=128, window=(100, 30)),
     M("d64 bk128 4 stages causal S1k", t=1024, s=1024, n=2, k=2,
       causal=True, config=MosaicConfig(block_kv=128, num_stages=4)),
+    # More items than SMs (132): CTAs loop over 2-3 items on the GPU.
+    M("persistent 288 items, ragged lengths", b=3, t=1500, s=1100, n=8, k=4,
+      causal=True, q_lengths=(1500, 700, 0), kv_lengths=(1100, 1100, 300),
+      config=MosaicConfig(persistent=True)),
+    M("persistent 256 items d128 overlap", b=2, t=2048, s=2048, n=8, k=8,
+      h=128, config=MosaicConfig(persistent=True, overlap_softmax=True)),
+    M("persistent 256 items d256 segments", b=2, t=2048, s=2048, n=8, k=2,
+      h=256, causal=True, segments=True, config=MosaicConfig(
+          block_kv=64, persistent=True)),
 ]
 
 

@@ -8,6 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 
+# The persistent kernel's epilogue stores O in [block_q, OUT_COLS] pieces
+# through out_slots(H) shared-memory slots per consumer (two: one piece is
+# written while the previous one's TMA store reads), so Q's buffer stays free
+# for the next work item's Q and d256 still fits 227 KiB.
+OUT_COLS = 64
+
+
+def out_slots(head_dim: int) -> int:
+  return min(2, -(-head_dim // OUT_COLS))
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MosaicConfig:
@@ -30,6 +40,11 @@ class MosaicConfig:
       and run softmax(j) while the P V GEMM is in flight (FA3 Sec. 3.2,
       intra-warpgroup overlap, on top of the ping-pong between the two
       consumers).  Holds one more score tile in registers.
+    persistent: launch one CTA per SM; each loops over work items (q tiles
+      of a (batch, head)) in the order of the non-persistent launch, with the
+      K/V ring running on across items and the next item's Q loaded while
+      the current one finishes (FA3 Sec. 3.1, persistent kernel: no CTA
+      launch, prologue or pipeline refill per item).
   """
 
   block_q: int = 64
@@ -38,6 +53,7 @@ class MosaicConfig:
   q_tiles_inner: bool = False
   masked_first: bool = True
   overlap_softmax: bool = False
+  persistent: bool = False
 
   def __post_init__(self):
     if self.block_q != 64:
@@ -51,10 +67,13 @@ class MosaicConfig:
       raise ValueError(f"num_stages={self.num_stages} must be an int in [2, 5]")
 
   def smem_bytes(self, head_dim: int, itemsize: int = 2) -> int:
-    """Shared memory the kernel asks for (Q/O tiles, K/V ring, LSE, barriers)."""
+    """Shared memory the kernel asks for (Q tiles, K/V ring, O store slots,
+    LSE, barriers)."""
     q = 2 * self.block_q * head_dim * itemsize
     kv = 2 * self.num_stages * self.block_kv * head_dim * itemsize
-    return q + kv + 2 * self.block_q * 4 + 1024
+    o = 2 * out_slots(head_dim) * self.block_q * OUT_COLS * itemsize
+    o *= self.persistent  # else O reuses Q's buffer
+    return q + kv + o + 2 * self.block_q * 4 + 1024
 
   @classmethod
   def default(cls, head_dim: int, causal: bool,
@@ -95,6 +114,9 @@ class MosaicConfig:
 # * d128: block_kv=128, 2 stages (64 x 3 or 4 stages: 15-20% slower, run 2),
 #   softmax overlap on (run 9: S16k N 596-607 vs 590-596, S16k C 602-608 vs
 #   587-588, S4k C 523-534 vs 519, S4k N equal).
+# * d128 non-causal: persistent (session 3 run 1: S4k 580 vs 566, S16k 612
+#   vs 589).  Not for d64 / d256 non-causal (434-454 vs 435-460, 501 vs
+#   520) nor, with the plain round-robin of run 1, causal (25-35% slower).
 # * d256: block_kv=64, 2 stages (all that fits), ascending order (the JAX /
 #   tokamax order: 8-15% over masked-first before the overlap existed), softmax
 #   overlap on (run 9: N 510-520 vs 497-504, C 409 vs 397).
@@ -102,7 +124,7 @@ _TABLE = {
     (64, False): MosaicConfig(block_q=64, block_kv=256, num_stages=2),
     (64, True): MosaicConfig(block_q=64, block_kv=128, num_stages=2),
     (128, False): MosaicConfig(block_q=64, block_kv=128, num_stages=2,
-                               overlap_softmax=True),
+                               overlap_softmax=True, persistent=True),
     (128, True): MosaicConfig(block_q=64, block_kv=128, num_stages=2,
                               overlap_softmax=True),
     (256, False): MosaicConfig(block_q=64, block_kv=64, num_stages=2,

@@ -57,7 +57,7 @@ from jax.experimental.mosaic.gpu import utils as mgpu_utils
 import jax.numpy as jnp
 
 from pallas_flash import masks
-from pallas_flash.mosaic.config import MosaicConfig
+from pallas_flash.mosaic.config import OUT_COLS, MosaicConfig, out_slots
 from pallas_flash.params import KernelParams
 
 _WGMMA = plgpu.Layout.WGMMA
@@ -77,6 +77,11 @@ _BAR_FREE = 6  # 6.. : K slots, then V slots, "consumed"
 
 def _round_up(x: int, m: int) -> int:
   return -(-x // m) * m
+
+
+def _num_sms() -> int:
+  """Streaming multiprocessors of the GPU (132 on an H100 / H200 SXM)."""
+  return int(getattr(jax.devices()[0], "core_count", 132))
 
 
 def check_supported(params: KernelParams, q, k, v) -> None:
@@ -165,13 +170,46 @@ class _Sync:
       plgpu.barrier_wait(self.mbarriers[2].at[self.wg])
 
 
+class _Item:
+  """One work item: rows [qt * 2 * block_q, (qt + 1) * 2 * block_q) of head
+  n of batch row b, with its kv tile bounds and lengths (``_tile_table``).
+
+  Visiting order (producer and consumers agree on it): with ``masked_first``
+  the edge tiles that need a mask (leading, then trailing), then the full
+  tiles; else ascending kv order (leading masked, full, trailing masked).
+  """
+
+  def __init__(self, b, n, qt, tiles_ref, masked_first: bool):
+    self.b, self.n, self.qt = b, n, qt
+    (self.first, self.full_first, self.full_last, self.last, self.q_len,
+     self.kv_len, self.offset) = (tiles_ref[b, qt, i] for i in range(7))
+    self.masked_first = masked_first
+    self.n_lead = self.full_first - self.first
+    self.n_masked = self.n_lead + (self.last - self.full_last)
+    self.n_full_end = self.full_last - self.first  # ascending: end of full
+    self.n_steps = self.last - self.first
+
+  def tile_of(self, j):
+    """The kv tile visited at step j."""
+    if not self.masked_first:
+      return self.first + j
+    return jnp.where(
+        j < self.n_lead, self.first + j,
+        jnp.where(j < self.n_masked, self.full_last + (j - self.n_lead),
+                  self.full_first + (j - self.n_masked)))
+
+
 def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       spec: masks.MaskSpec, scale: float, cap: float | None,
                       block_q: int, block_kv: int, num_stages: int,
                       num_q_tiles: int, group: int, longest_first: bool,
                       masked_first: bool, overlap_softmax: bool,
+                      order: tuple[tuple[str, int], ...], num_ctas: int,
                       interpret: bool):
-  """One CTA: rows [qt * 2 * block_q, (qt + 1) * 2 * block_q) of (b, n)."""
+  """Work items of ``2 * block_q`` query rows of one (b, n), in the launch
+  ``order`` ((axis name, size), the last axis fastest).  num_ctas == 0: one
+  CTA per item (a grid of ``order``); else a persistent kernel of num_ctas
+  CTAs, CTA c taking items c, c + num_ctas, ... of that order."""
   refs = list(refs)
   q_seg_ref = kv_seg_ref = mask_ref = None
   if spec.has_segments:
@@ -184,51 +222,50 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
   bq, bk = block_q, block_kv
 
   def entry(smem, barriers):
-    q_smems, k_smems, v_smems, lse_smems = smem
+    q_smems, k_smems, v_smems, o_smems, lse_smems = smem
     q_bars, k_bars, v_bars, *interpret_bars = barriers
-
-    b = lax.axis_index("batch")
-    n = lax.axis_index("heads")
     wg = lax.axis_index("wg")
     sync = _Sync(wg, num_stages, interpret_bars if interpret else None)
-    qt = lax.axis_index("q_tiles")
-    if longest_first:  # causal: the last query tiles see the most keys
-      qt = num_q_tiles - 1 - qt
-    # Per-CTA kv tile bounds and lengths (_tile_table).
-    first, full_first, full_last, last, q_len, kv_len, offset = (
-        tiles_ref[b, qt, i] for i in range(7))
-    # Visiting order (producer and consumers agree on it); step j of the
-    # sequence uses ring slot j % num_stages.  masked_first: the edge tiles
-    # that need a mask (leading, then trailing), then the full tiles; else
-    # ascending kv order (leading masked, full, trailing masked).
-    n_lead = full_first - first
-    n_masked = n_lead + (last - full_last)
-    n_full_end = full_last - first  # ascending order: end of the full run
-    n_steps = last - first
 
-    def tile_of(j):
-      if not masked_first:
-        return first + j
-      return jnp.where(j < n_lead, first + j,
-                       jnp.where(j < n_masked, full_last + (j - n_lead),
-                                 full_first + (j - n_masked)))
+    if num_ctas:  # persistent: this CTA's items are cta + i * num_ctas
+      cta = lax.axis_index("cta")
+      total = math.prod(size for _, size in order)
+      num_items = lax.div(total - 1 - cta, num_ctas) + 1
+    else:
+      num_items = 1
+
+    def work_item(i) -> _Item:
+      if num_ctas:
+        index, coords = cta + i * num_ctas, {}
+        for name, size in reversed(order):  # the last axis varies fastest
+          coords[name] = lax.rem(index, size)
+          index = lax.div(index, size)
+      else:
+        coords = {name: lax.axis_index(name) for name, _ in order}
+      qt = coords["q_tiles"]
+      if longest_first:  # causal: the last query tiles see the most keys
+        qt = num_q_tiles - 1 - qt
+      return _Item(coords["batch"], coords["heads"], qt, tiles_ref,
+                   masked_first)
+
+    def for_each_item(body):
+      """body(item index, ring steps so far) -> ring steps so far; step g of
+      the CTA's whole sequence uses K/V ring slot g % num_stages."""
+      if num_ctas:
+        return lax.fori_loop(0, num_items, body, jnp.int32(0))
+      # A Python 0: a jnp constant closed over by the step loops would reach
+      # the Mosaic GPU loop lowering as a literal operand, which it rejects.
+      return body(0, 0)
 
     @pl.when(wg < _CONSUMERS)
     def _consumer():
       plgpu.set_max_registers(232, action="increase")
-      q_base = qt * (2 * bq) + wg * bq
       q_smem = q_smems.at[wg]
-      plgpu.copy_gmem_to_smem(q_ref.at[b, pl.ds(q_base, bq), n], q_smem,
-                              q_bars.at[wg])
-      if spec.has_segments:
-        q_seg = plgpu.load(q_seg_ref.at[b, pl.ds(q_base, bq)], layout=_ROW,
-                           optimized=False)
-        q_seg = lax.broadcast_in_dim(q_seg, (bq, bk), [0])
-      m_i = plgpu.layout_cast(jnp.full((bq,), -jnp.inf, jnp.float32), _ROW)
-      l_i = plgpu.layout_cast(jnp.full((bq,), 0.0, jnp.float32), _ROW)
-      acc = plgpu.layout_cast(jnp.full((bq, head_dim), 0.0, jnp.float32),
-                              _WGMMA)
-      plgpu.barrier_wait(q_bars.at[wg])
+
+      def load_q(item: _Item):
+        rows = pl.ds(item.qt * (2 * bq) + wg * bq, bq)
+        plgpu.copy_gmem_to_smem(q_ref.at[item.b, rows, item.n], q_smem,
+                                q_bars.at[wg])
 
       def iota(dim):
         return plgpu.broadcasted_iota(jnp.int32, (bq, bk), dim, layout=_WGMMA)
@@ -238,37 +275,6 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         if cap is not None:
           return jnp.tanh(s * (scale / cap)) * (cap * _LOG2E)
         return s * (scale * _LOG2E)
-
-      def tile_softmax(s, m_i, ki, *, masked: bool):
-        """Mask, new running max and exp2 of one score tile (base 2)."""
-        fma = not masked and cap is None and scale > 0
-        if fma:  # max commutes with a positive scale: keep one FMA per score
-          c = scale * _LOG2E
-          m_new = jnp.maximum(m_i, s.max(axis=1) * c)
-          p = jnp.exp2(s * c - lax.broadcast_in_dim(m_new, s.shape, [0]))
-          return m_new, p
-        s = logits_base2(s)
-        if masked:
-          q_pos = q_base + iota(0)
-          k_pos = ki * bk + iota(1)
-          ok = masks.position_visible(spec, q_pos, k_pos, q_len, kv_len,
-                                      offset)
-          if spec.has_segments:
-            kv_seg = plgpu.load(kv_seg_ref.at[b, pl.ds(ki * bk, bk)],
-                                layout=_COL, optimized=False)
-            kv_seg = lax.broadcast_in_dim(kv_seg, (bq, bk), [1])
-            ok = ok & masks.segment_visible(q_seg, kv_seg)
-          if mask_ref is not None:
-            mb = b if mask_ref.shape[0] > 1 else 0
-            mn = n if mask_ref.shape[1] > 1 else 0
-            tile = plgpu.load(
-                mask_ref.at[mb, mn, pl.ds(q_base, bq), pl.ds(ki * bk, bk)],
-                layout=_WGMMA, optimized=False)
-            ok = ok & (tile != 0)
-          s = jnp.where(ok, s, _MASK)
-        m_new = jnp.maximum(m_i, s.max(axis=1))
-        p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
-        return m_new, p
 
       def add_pv(acc, p16, slot, in_flight=lambda: None):
         """O += P V_slot  [bq, H] on the tensor cores; ``in_flight`` runs
@@ -286,173 +292,262 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           in_flight()
         return pl.run_state(pv)(plgpu.ACC.init(acc))
 
-      def step(j, carry, *, masked: bool):
-        """S(j), softmax(j), then O += P(j) V(j) (FA-2 Alg. 1 inner loop)."""
-        acc, m_i, l_i = carry
-        slot = lax.rem(j, num_stages)
+      def run_item(i, g0):
+        """Work item i; its step j uses ring slot (g0 + j) % num_stages."""
+        item = work_item(i)
+        b, n, n_steps = item.b, item.n, item.n_steps
+        q_base = item.qt * (2 * bq) + wg * bq
+        if not num_ctas:
+          load_q(item)
+        else:  # later items' Q was loaded during the previous item
+          pl.when(i == 0)(lambda: load_q(item))
+        if spec.has_segments:
+          q_seg = plgpu.load(q_seg_ref.at[b, pl.ds(q_base, bq)], layout=_ROW,
+                             optimized=False)
+          q_seg = lax.broadcast_in_dim(q_seg, (bq, bk), [0])
+        m_i = plgpu.layout_cast(jnp.full((bq,), -jnp.inf, jnp.float32), _ROW)
+        l_i = plgpu.layout_cast(jnp.full((bq,), 0.0, jnp.float32), _ROW)
+        acc = plgpu.layout_cast(jnp.full((bq, head_dim), 0.0, jnp.float32),
+                                _WGMMA)
+        plgpu.barrier_wait(q_bars.at[wg])
 
-        # -- S = Q K^T  [bq, bk] on the tensor cores
-        def qk(acc_ref):
-          plgpu.wgmma(acc_ref, q_smem, k_smems.at[slot].transpose((1, 0)))
-          sync.pass_turn()  # my S GEMM is issued: the other's P V may go
-          return acc_ref[...]  # waits for the wgmma
+        def slot_of(j):
+          return lax.rem(g0 + j, num_stages)
 
-        s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
-        sync.release(0, slot)
+        def tile_softmax(s, m_i, ki, *, masked: bool):
+          """Mask, new running max and exp2 of one score tile (base 2)."""
+          fma = not masked and cap is None and scale > 0
+          if fma:  # max commutes with a positive scale: one FMA per score
+            c = scale * _LOG2E
+            m_new = jnp.maximum(m_i, s.max(axis=1) * c)
+            p = jnp.exp2(s * c - lax.broadcast_in_dim(m_new, s.shape, [0]))
+            return m_new, p
+          s = logits_base2(s)
+          if masked:
+            q_pos = q_base + iota(0)
+            k_pos = ki * bk + iota(1)
+            ok = masks.position_visible(spec, q_pos, k_pos, item.q_len,
+                                        item.kv_len, item.offset)
+            if spec.has_segments:
+              kv_seg = plgpu.load(kv_seg_ref.at[b, pl.ds(ki * bk, bk)],
+                                  layout=_COL, optimized=False)
+              kv_seg = lax.broadcast_in_dim(kv_seg, (bq, bk), [1])
+              ok = ok & masks.segment_visible(q_seg, kv_seg)
+            if mask_ref is not None:
+              mb = b if mask_ref.shape[0] > 1 else 0
+              mn = n if mask_ref.shape[1] > 1 else 0
+              tile = plgpu.load(
+                  mask_ref.at[mb, mn, pl.ds(q_base, bq), pl.ds(ki * bk, bk)],
+                  layout=_WGMMA, optimized=False)
+              ok = ok & (tile != 0)
+            s = jnp.where(ok, s, _MASK)
+          m_new = jnp.maximum(m_i, s.max(axis=1))
+          p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
+          return m_new, p
 
-        # -- update m_i and l_i (base 2)
-        m_new, p = tile_softmax(s, m_i, tile_of(j), masked=masked)
-        alpha = jnp.exp2(m_i - m_new)
-        acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-        l_i = l_i * alpha
-        p16 = p.astype(dtype)
-        if head_dim <= 128:
-          # Order found by the JAX/tokamax authors to schedule best for d<=128.
-          l_i = l_i + p.sum(axis=1)
-          acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
-        plgpu.barrier_wait(v_bars.at[slot])
-        sync.take_turn()  # the other's S GEMM is issued: tensor cores are mine
-        if head_dim > 128:
-          l_i = l_i + p.sum(axis=1)
+        def step(j, carry, *, masked: bool):
+          """S(j), softmax(j), then O += P(j) V(j) (FA-2 Alg. 1 inner loop)."""
+          acc, m_i, l_i = carry
+          slot = slot_of(j)
 
-        # -- O += P V  [bq, H]; meanwhile wait for the next K tile
-        def wait_next_k():
-          @pl.when(j + 1 < n_steps)
-          def _():
-            plgpu.barrier_wait(k_bars.at[lax.rem(j + 1, num_stages)])
+          # -- S = Q K^T  [bq, bk] on the tensor cores
+          def qk(acc_ref):
+            plgpu.wgmma(acc_ref, q_smem, k_smems.at[slot].transpose((1, 0)))
+            sync.pass_turn()  # my S GEMM is issued: the other's P V may go
+            return acc_ref[...]  # waits for the wgmma
 
-        acc = add_pv(acc, p16, slot, wait_next_k)
-        sync.release(1, slot)
-        return acc, m_new, l_i
-
-      def overlapped_step(j, carry, *, masked: bool):
-        """Issue S(j) and O += P(j-1) V(j-1) together, run softmax(j) while
-        the P V GEMM is in flight, then rescale O (FA3 Sec. 3.2, Alg. 2:
-        intra-warpgroup overlap of softmax and GEMMs).  Step 0 has no P(-1):
-        it multiplies P = 0 into V(0), which adds exactly nothing."""
-        acc, m_i, l_i, p_prev = carry
-        slot = lax.rem(j, num_stages)
-        prev = lax.rem(jnp.maximum(j - 1, 0), num_stages)
-        pl.when(j != 1)(lambda: plgpu.barrier_wait(v_bars.at[prev]))
-        plgpu.barrier_wait(k_bars.at[slot])
-        sync.take_turn()
-        k_t = k_smems.at[slot].transpose((1, 0))
-        zeros_s = plgpu.layout_cast(jnp.zeros((bq, bk), jnp.float32), _WGMMA)
-
-        def softmax(s):  # -> m, l, P(j), alpha
-          sync.release(0, slot)
-          m_new, p = tile_softmax(s, m_i, tile_of(j), masked=masked)
-          alpha = jnp.exp2(m_i - m_new)
-          return m_new, l_i * alpha + p.sum(axis=1), p.astype(dtype), alpha
-
-        if interpret:
-          # Interpret mode: no register-operand wgmma (see `add_pv`).
-          def qk(s_ref):
-            plgpu.wgmma(s_ref, q_smem, k_t)
-            sync.pass_turn()
-            return s_ref[...]
           s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
-          acc = add_pv(acc, p_prev, prev)
-          m_new, l_new, p16, alpha = softmax(s)
-        else:
-          def gemms_and_softmax(refs):
-            o_ref, s_ref, *out_refs = refs
-            plgpu.wgmma(s_ref, q_smem, k_t)  # S(j)
-            plgpu.wgmma(o_ref, p_prev, v_smems.at[prev])  # O += P(j-1) V(j-1)
-            sync.pass_turn()
-            s = plgpu.wgmma_accumulator_load(s_ref, wait_n=1)  # S(j) only
-            for ref, value in zip(out_refs, softmax(s)):
-              ref[...] = value
+          sync.release(0, slot)
 
-          outs = (m_i, l_i, p_prev, m_i)  # placeholders for m, l, P(j), alpha
-          acc, _, m_new, l_new, p16, alpha = pl.run_state(gemms_and_softmax)(
-              (plgpu.ACC.init(acc), plgpu.ACC.init(zeros_s), *outs))
-        pl.when(j > 0)(lambda: sync.release(1, prev))
-        acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-        return acc, m_new, l_new, p16
+          # -- update m_i and l_i (base 2)
+          m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked)
+          alpha = jnp.exp2(m_i - m_new)
+          acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+          l_i = l_i * alpha
+          p16 = p.astype(dtype)
+          if head_dim <= 128:
+            # Order found by the JAX/tokamax authors to schedule best for
+            # d <= 128.
+            l_i = l_i + p.sum(axis=1)
+            acc, l_i, m_new, p16 = lax.optimization_barrier(
+                (acc, l_i, m_new, p16))
+          plgpu.barrier_wait(v_bars.at[slot])
+          sync.take_turn()  # the other's S GEMM is issued: tensor cores mine
+          if head_dim > 128:
+            l_i = l_i + p.sum(axis=1)
 
-      def run_steps(step_fn, carry):
-        masked_step = functools.partial(step_fn, masked=True)
-        plain_step = functools.partial(step_fn, masked=False)
-        if masked_first:
-          carry = lax.fori_loop(0, n_masked, masked_step, carry)
-          return lax.fori_loop(n_masked, n_steps, plain_step, carry)
-        carry = lax.fori_loop(0, n_lead, masked_step, carry)
-        carry = lax.fori_loop(n_lead, n_full_end, plain_step, carry)
-        return lax.fori_loop(n_full_end, n_steps, masked_step, carry)
+          # -- O += P V  [bq, H]; meanwhile wait for the next K tile
+          def wait_next_k():
+            @pl.when(j + 1 < n_steps)
+            def _():
+              plgpu.barrier_wait(k_bars.at[slot_of(j + 1)])
 
-      if not overlap_softmax:
-        pl.when(n_steps > 0)(lambda: plgpu.barrier_wait(k_bars.at[0]))
-        # Consumer 1 starts half a turn late (after consumer 0's first S
-        # GEMM is issued): from here on the two alternate.
-        pl.when(wg == 1)(sync.take_turn)
-        acc, m_i, l_i = run_steps(step, (acc, m_i, l_i))
-        pl.when(wg == 0)(sync.pass_turn)  # consumer 1's last take_turn
-      else:
-        # Turns now cover whole GEMM-issue sections; consumer 0 goes first.
-        # Both consumers share n_steps: with no steps there is no turn at all.
-        pl.when((wg == 1) & (n_steps > 0))(sync.pass_turn)
-        p0 = plgpu.layout_cast(jnp.zeros((bq, bk), dtype), _WGMMA)
-        acc, m_i, l_i, p_last = run_steps(overlapped_step,
-                                          (acc, m_i, l_i, p0))
+          acc = add_pv(acc, p16, slot, wait_next_k)
+          sync.release(1, slot)
+          return acc, m_new, l_i
 
-        def last_pv(acc):  # O += P(n-1) V(n-1)
-          last = lax.rem(n_steps - 1, num_stages)
-          pl.when(n_steps > 1)(lambda: plgpu.barrier_wait(v_bars.at[last]))
+        def overlapped_step(j, carry, *, masked: bool):
+          """Issue S(j) and O += P(j-1) V(j-1) together, run softmax(j) while
+          the P V GEMM is in flight, then rescale O (FA3 Sec. 3.2, Alg. 2:
+          intra-warpgroup overlap of softmax and GEMMs).  Step 0 has no
+          P(-1): it multiplies P = 0 into V(0), which adds exactly nothing."""
+          acc, m_i, l_i, p_prev = carry
+          slot = slot_of(j)
+          prev = slot_of(jnp.maximum(j - 1, 0))
+          pl.when(j != 1)(lambda: plgpu.barrier_wait(v_bars.at[prev]))
+          plgpu.barrier_wait(k_bars.at[slot])
           sync.take_turn()
-          acc = add_pv(acc, p_last, last)
+          k_t = k_smems.at[slot].transpose((1, 0))
+          zeros_s = plgpu.layout_cast(jnp.zeros((bq, bk), jnp.float32), _WGMMA)
+
+          def softmax(s):  # -> m, l, P(j), alpha
+            sync.release(0, slot)
+            m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked)
+            alpha = jnp.exp2(m_i - m_new)
+            return m_new, l_i * alpha + p.sum(axis=1), p.astype(dtype), alpha
+
+          if interpret:
+            # Interpret mode: no register-operand wgmma (see `add_pv`).
+            def qk(s_ref):
+              plgpu.wgmma(s_ref, q_smem, k_t)
+              sync.pass_turn()
+              return s_ref[...]
+            s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
+            acc = add_pv(acc, p_prev, prev)
+            m_new, l_new, p16, alpha = softmax(s)
+          else:
+            def gemms_and_softmax(refs):
+              o_ref, s_ref, *out_refs = refs
+              plgpu.wgmma(s_ref, q_smem, k_t)  # S(j)
+              plgpu.wgmma(o_ref, p_prev, v_smems.at[prev])  # O += P(j-1) V(j-1)
+              sync.pass_turn()
+              s = plgpu.wgmma_accumulator_load(s_ref, wait_n=1)  # S(j) only
+              for ref, value in zip(out_refs, softmax(s)):
+                ref[...] = value
+
+            outs = (m_i, l_i, p_prev, m_i)  # placeholders: m, l, P(j), alpha
+            acc, _, m_new, l_new, p16, alpha = pl.run_state(gemms_and_softmax)(
+                (plgpu.ACC.init(acc), plgpu.ACC.init(zeros_s), *outs))
+          pl.when(j > 0)(lambda: sync.release(1, prev))
+          acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+          return acc, m_new, l_new, p16
+
+        def run_steps(step_fn, carry):
+          masked_step = functools.partial(step_fn, masked=True)
+          plain_step = functools.partial(step_fn, masked=False)
+          if masked_first:
+            carry = lax.fori_loop(0, item.n_masked, masked_step, carry)
+            return lax.fori_loop(item.n_masked, n_steps, plain_step, carry)
+          carry = lax.fori_loop(0, item.n_lead, masked_step, carry)
+          carry = lax.fori_loop(item.n_lead, item.n_full_end, plain_step, carry)
+          return lax.fori_loop(item.n_full_end, n_steps, masked_step, carry)
+
+        def load_next_q():  # Q is no longer read: fetch the next item's
+          if num_ctas:
+            pl.when(i + 1 < num_items)(lambda: load_q(work_item(i + 1)))
+
+        if not overlap_softmax:
+          pl.when(n_steps > 0)(
+              lambda: plgpu.barrier_wait(k_bars.at[slot_of(0)]))
+          # Consumer 1 starts half a turn late (after consumer 0's first S
+          # GEMM is issued): from here on the two alternate.
+          pl.when(wg == 1)(sync.take_turn)
+          acc, m_i, l_i = run_steps(step, (acc, m_i, l_i))
+          load_next_q()
           pl.when(wg == 0)(sync.pass_turn)  # consumer 1's last take_turn
-          sync.release(1, last)
-          return acc
+          if num_ctas:
+            # Before consumer 0 passes the turn again (next item's first S
+            # GEMM), consumer 1 must have taken this one: a second bar.arrive
+            # would complete the barrier without it.  The overlap path below
+            # has this order built in (its first step takes the turn).
+            pl.when(wg == 1)(sync.pass_turn)
+            pl.when(wg == 0)(sync.take_turn)
+        else:
+          # Turns cover whole GEMM-issue sections; consumer 0 goes first.
+          # Both consumers share n_steps: with no steps there is no turn.
+          pl.when((wg == 1) & (n_steps > 0))(sync.pass_turn)
+          p0 = plgpu.layout_cast(jnp.zeros((bq, bk), dtype), _WGMMA)
+          acc, m_i, l_i, p_last = run_steps(overlapped_step,
+                                            (acc, m_i, l_i, p0))
+          load_next_q()
 
-        acc = lax.cond(n_steps > 0, last_pv, lambda acc: acc, acc)
+          def last_pv(acc):  # O += P(n-1) V(n-1)
+            last = slot_of(n_steps - 1)
+            pl.when(n_steps > 1)(lambda: plgpu.barrier_wait(v_bars.at[last]))
+            sync.take_turn()
+            acc = add_pv(acc, p_last, last)
+            pl.when(wg == 0)(sync.pass_turn)  # consumer 1's last take_turn
+            sync.release(1, last)
+            return acc
 
-      # -- epilogue: normalise; fully masked / padding rows give 0 and +inf
-      rows = plgpu.broadcasted_iota(jnp.int32, (bq, head_dim), 0,
-                                    layout=_WGMMA)
-      in_len = jnp.where(rows < q_len - q_base, 1.0, 0.0).max(axis=1)
-      ok = (m_i > 0.5 * _MASK) & (in_len > 0.5) & (l_i > 0.0)
-      l_safe = jnp.where(ok, l_i, 1.0)
-      inv = jnp.where(ok, 1.0 / l_safe, 0.0)
-      acc = acc * lax.broadcast_in_dim(inv, acc.shape, [0])
-      lse = jnp.where(ok, m_i * _LN2 + jnp.log(l_safe), jnp.inf)
-      q_smem[...] = acc.astype(dtype)  # Q is no longer read: reuse for O
-      lse_smem = lse_smems.at[wg]
-      lse_smem[...] = lse
-      plgpu.commit_smem()
-      plgpu.copy_smem_to_gmem(q_smem, out_ref.at[b, pl.ds(q_base, bq), n])
-      plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[b, n, pl.ds(q_base, bq)])
+          acc = lax.cond(n_steps > 0, last_pv, lambda acc: acc, acc)
+
+        # -- epilogue: normalise; fully masked / padding rows give 0 and +inf
+        rows = plgpu.broadcasted_iota(jnp.int32, (bq, head_dim), 0,
+                                      layout=_WGMMA)
+        in_len = jnp.where(rows < item.q_len - q_base, 1.0, 0.0).max(axis=1)
+        ok = (m_i > 0.5 * _MASK) & (in_len > 0.5) & (l_i > 0.0)
+        l_safe = jnp.where(ok, l_i, 1.0)
+        inv = jnp.where(ok, 1.0 / l_safe, 0.0)
+        acc = acc * lax.broadcast_in_dim(inv, acc.shape, [0])
+        lse = jnp.where(ok, m_i * _LN2 + jnp.log(l_safe), jnp.inf)
+        if num_ctas:
+          # Q's buffer already holds the next item's Q: O leaves in
+          # [bq, OUT_COLS] pieces through out_slots(H) slots, a slot rewritten
+          # once the TMA store that last read it is done (at most slots - 1
+          # stores in flight).  By the LSE write below, all stores of the
+          # previous item are done as well.
+          width, slots = OUT_COLS, o_smems.shape[1]
+          out_buf = lambda d: o_smems.at[wg, d % slots]
+        else:  # Q is no longer read: its buffer takes O, one store
+          width, slots = head_dim, 1
+          out_buf = lambda d: q_smem
+        for d in range(head_dim // width):
+          plgpu.wait_smem_to_gmem(slots - 1, wait_read_only=True)
+          out_buf(d)[...] = acc[:, d * width:(d + 1) * width].astype(dtype)
+          plgpu.commit_smem()
+          cols = pl.ds(d * width, width)
+          plgpu.copy_smem_to_gmem(out_buf(d),
+                                  out_ref.at[b, pl.ds(q_base, bq), n, cols])
+        lse_smem = lse_smems.at[wg]
+        lse_smem[...] = lse
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[b, n, pl.ds(q_base, bq)])
+        return g0 + n_steps
+
+      for_each_item(run_item)
       plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # smem free: exit
 
     @pl.when(wg == _CONSUMERS)
     def _producer():
       plgpu.set_max_registers(40, action="decrease")
-      kv_head = lax.div(n, jnp.array(group, n.dtype))
 
-      def load(j, wait: bool):
-        slot = lax.rem(j, num_stages)
-        rows = (b, pl.ds(tile_of(j) * bk, bk), kv_head)
-        if wait:
-          sync.await_release(0, slot)
-        plgpu.copy_gmem_to_smem(k_ref.at[rows], k_smems.at[slot], k_bars.at[slot])
-        if wait:
-          sync.await_release(1, slot)
-        plgpu.copy_gmem_to_smem(v_ref.at[rows], v_smems.at[slot], v_bars.at[slot])
+      def run_item(i, g0):
+        item = work_item(i)
+        kv_head = lax.div(item.n, jnp.array(group, item.n.dtype))
 
-      for i in range(num_stages):  # fill the ring
-        @pl.when(i < n_steps)
-        def _():
-          load(i, wait=False)
+        @pl.loop(0, item.n_steps)
+        def _(j):
+          g = g0 + j
+          slot = lax.rem(g, num_stages)
+          rows = (item.b, pl.ds(item.tile_of(j) * bk, bk), kv_head)
+          refill = g >= num_stages  # the slot held step g - num_stages
+          pl.when(refill)(lambda: sync.await_release(0, slot))
+          plgpu.copy_gmem_to_smem(k_ref.at[rows], k_smems.at[slot],
+                                  k_bars.at[slot])
+          pl.when(refill)(lambda: sync.await_release(1, slot))
+          plgpu.copy_gmem_to_smem(v_ref.at[rows], v_smems.at[slot],
+                                  v_bars.at[slot])
 
-      @pl.loop(num_stages, n_steps)
-      def _(j):
-        load(j, wait=True)
+        return g0 + item.n_steps
+
+      steps = for_each_item(run_item)
 
       # Drain: match the consumers' release of the last slots, so that no
       # barrier is left mid-phase when the CTA exits.
-      @pl.loop(jnp.maximum(0, n_steps - num_stages), n_steps)
-      def _(j):
-        slot = lax.rem(j, num_stages)
+      @pl.loop(jnp.maximum(0, steps - num_stages), steps)
+      def _(g):
+        slot = lax.rem(g, num_stages)
         sync.await_release(0, slot)
         sync.await_release(1, slot)
 
@@ -461,6 +556,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
       plgpu.SMEM((_CONSUMERS, bq, head_dim), dtype, transforms=tiled),
       plgpu.SMEM((num_stages, bk, head_dim), dtype, transforms=tiled),
       plgpu.SMEM((num_stages, bk, head_dim), dtype, transforms=tiled),
+      # O store slots (persistent only; else O reuses Q's buffer)
+      plgpu.SMEM((_CONSUMERS, out_slots(head_dim), bq, OUT_COLS), dtype,
+                 transforms=tiled) if num_ctas else (),
       plgpu.SMEM((_CONSUMERS, bq), jnp.float32),
   )
   barriers = (
@@ -580,11 +678,25 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
       num_stages=cfg.num_stages, num_q_tiles=num_q_tiles, group=n // kh,
       longest_first=spec.is_causal, masked_first=cfg.masked_first,
       overlap_softmax=cfg.overlap_softmax, interpret=params.interpret)
+  # Launch order: Mosaic GPU maps the last grid axis to blockIdx.x, so the
+  # last axis varies fastest.  Default: the batch rows, then the q tiles of
+  # one head, heads slowest (a wave of CTAs shares few heads' K/V in L2);
+  # q_tiles_inner: the batch rows, then the heads of one q tile.
+  if cfg.q_tiles_inner:
+    order = (("q_tiles", num_q_tiles), ("heads", n), ("batch", b))
+  else:
+    order = (("heads", n), ("q_tiles", num_q_tiles), ("batch", b))
+  num_ctas = 0
+  if cfg.persistent:
+    num_items = n * num_q_tiles * b
+    num_ctas = min(num_items, 3 if params.interpret else _num_sms())
+  kernel = functools.partial(kernel, order=order, num_ctas=num_ctas)
   kernel.__name__ = "pallas_flash_mosaic_fwd"
-  if cfg.q_tiles_inner:  # the CTAs of one (b, n) run together: K/V stay in L2
-    grid, grid_names = (num_q_tiles, n, b), ("q_tiles", "heads", "batch")
-  else:  # all heads of one q tile together: longest-first holds machine-wide
-    grid, grid_names = (n, num_q_tiles, b), ("heads", "q_tiles", "batch")
+  if num_ctas:
+    grid, grid_names = (num_ctas,), ("cta",)
+  else:
+    grid = tuple(size for _, size in order)
+    grid_names = tuple(name for name, _ in order)
   out, lse = plgpu.kernel(
       kernel,
       out_type=(jax.ShapeDtypeStruct((b, tp, n, hp), q.dtype),
