@@ -95,7 +95,7 @@ def load_baseline(path):
 def _cfg_name(cfg):
   if cfg is None:
     return "default"
-  return (f"bk{cfg.block_kv}s{cfg.num_stages}{'i' if cfg.q_tiles_inner else ''}"
+  return (f"bk{cfg.block_kv}s{cfg.num_stages}{'h' if cfg.heads_inner else ''}"
           f"{'M' if cfg.masked_first else 'A'}{'O' if cfg.overlap_softmax else ''}"
           f"{'P' if cfg.persistent else ''}")
 

@@ -79,9 +79,9 @@ CASES = [
       segments=True, config=MosaicConfig(block_kv=64, num_stages=3,
                                          persistent=True,
                                          overlap_softmax=True)),
-    M("persistent, d256 (4 O pieces), q tiles inner", b=2, h=256, t=256,
+    M("persistent, d256 (4 O pieces), heads inner", b=2, h=256, t=256,
       s=128, causal=True, config=MosaicConfig(
-          block_kv=64, persistent=True, q_tiles_inner=True)),
+          block_kv=64, persistent=True, heads_inner=True)),
 ]
 
 # GPU-sized cases (run with -m slow on the GPU).

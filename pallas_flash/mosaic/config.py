@@ -29,10 +29,11 @@ class MosaicConfig:
     block_kv: key/value rows per pipeline stage (one TMA copy each of K, V).
     num_stages: depth of the shared-memory K/V ring filled by the producer
       warpgroup.
-    q_tiles_inner: launch order.  True: the q tiles of one (batch, head) are
-      adjacent in the grid (they share K/V in L2); False: all heads of one
-      q tile are adjacent (with causal masking the longest tiles, launched
-      first, then run machine-wide first).
+    heads_inner: launch order; the batch rows of a (head, q tile) are
+      always adjacent.  False: then the q tiles of one head, heads slowest
+      (a wave of CTAs reads few heads' K/V, which stay in L2); True: then
+      the heads of one q tile, q tiles slowest (with causal masking the
+      longest tiles then run machine-wide first).
     masked_first: visit the kv tiles that need an element-wise mask first
       (one masked and one plain loop body) instead of in ascending order
       (masked, plain, masked: three loop bodies).
@@ -50,7 +51,7 @@ class MosaicConfig:
   block_q: int = 64
   block_kv: int = 128
   num_stages: int = 2
-  q_tiles_inner: bool = False
+  heads_inner: bool = False
   masked_first: bool = True
   overlap_softmax: bool = False
   persistent: bool = False

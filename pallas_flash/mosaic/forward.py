@@ -31,6 +31,12 @@ Softmax runs in base 2 with the scale folded into the exponent
 (exp2(s * scale * log2 e - m)), one FMA per score.  Causal CTAs are launched
 longest first so the expensive diagonal-far tiles start early.
 
+A work item is one such CTA's rows.  ``MosaicConfig.persistent`` launches one
+CTA per SM instead, each looping over items ``c, c + #SMs, ...`` of the same
+launch order (FA3 Sec. 3.1's persistent kernel): the K/V ring runs on across
+items, the next item's Q is loaded while the current one finishes, and O
+leaves through its own store slots.
+
 Masking is ``pallas_flash.masks``: the wrapper turns ``kv_bounds`` /
 ``tile_range`` (and, with segment ids, ``segment_tile_ranges``) into per-CTA
 tile bounds ``[first, full_first, full_last, last)``; tiles inside
@@ -678,11 +684,9 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
       num_stages=cfg.num_stages, num_q_tiles=num_q_tiles, group=n // kh,
       longest_first=spec.is_causal, masked_first=cfg.masked_first,
       overlap_softmax=cfg.overlap_softmax, interpret=params.interpret)
-  # Launch order: Mosaic GPU maps the last grid axis to blockIdx.x, so the
-  # last axis varies fastest.  Default: the batch rows, then the q tiles of
-  # one head, heads slowest (a wave of CTAs shares few heads' K/V in L2);
-  # q_tiles_inner: the batch rows, then the heads of one q tile.
-  if cfg.q_tiles_inner:
+  # Launch order (MosaicConfig.heads_inner): Mosaic GPU maps the last grid
+  # axis to blockIdx.x, so the last axis varies fastest.
+  if cfg.heads_inner:
     order = (("q_tiles", num_q_tiles), ("heads", n), ("batch", b))
   else:
     order = (("heads", n), ("q_tiles", num_q_tiles), ("batch", b))
