@@ -227,3 +227,40 @@ def test_gradients_through_public_api(config):
   for name, g, r in zip("qkv", vjp(d_out), ref_vjp(f32(d_out))):
     assert g.dtype == jnp.bfloat16 and bool(jnp.all(jnp.isfinite(f32(g))))
     assert rel(g, r) < 2e-2, (name, rel(g, r))
+
+
+LOWERINGS = [  # (head dim, causal, config, extra masking)
+    *[(h, c, None, None) for h in (64, 128, 256) for c in (False, True)],
+    (64, False, MosaicConfig(block_kv=256, persistent=True), None),
+    (256, True, MosaicConfig(block_kv=64, masked_first=False,
+                             overlap_softmax=True, persistent=True), None),
+    (128, True, None, "segments"),
+    (128, False, MosaicConfig(overlap_softmax=True), "dense mask"),
+    (128, True, None, "soft-cap"),
+]
+
+
+@pytest.mark.parametrize("h,causal,config,extra", LOWERINGS, ids=str)
+def test_lowers_for_cuda(monkeypatch, h, causal, config, extra):
+  """The Pallas -> Mosaic GPU lowering, which interpret mode skips, runs on
+  any machine: lower the kernel for CUDA without a GPU (it caught a constant
+  loop operand that only the GPU rejected)."""
+  monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
+  monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
+  b, t = 2, 1000
+  q = jax.ShapeDtypeStruct((b, t, 4, h), jnp.bfloat16)
+  lens = jnp.full((b,), t, jnp.int32)
+  arrays = masks.MaskArrays(lens, lens)
+  spec = masks.MaskSpec(is_causal=causal)
+  if extra == "segments":
+    seg = jnp.zeros((b, t), jnp.int32)
+    arrays = arrays._replace(q_segment_ids=seg, kv_segment_ids=seg)
+    spec = dataclasses.replace(spec, has_segments=True)
+  elif extra == "dense mask":
+    arrays = arrays._replace(mask=jnp.ones((b, 1, t, t), bool))
+    spec = dataclasses.replace(spec, dense_mask_shape=(b, 1, t, t))
+  params = KernelParams(spec=spec, scale=h ** -0.5, forward="mosaic",
+                        config=config,
+                        logits_soft_cap=20.0 if extra == "soft-cap" else None)
+  f = jax.jit(lambda q: mosaic_forward.forward(q, q, q, arrays, params))
+  f.trace(q).lower(lowering_platforms=("cuda",))
