@@ -7,13 +7,15 @@ Workload (FlashAttention papers): B * T = 16384 tokens, hidden 2048, heads =
 2048 / H; forward FLOPs 4 * B * N * T * S * H, halved when causal.
 
   PYTHONPATH=$PWD python3 benchmarks/mosaic_bench.py [--bench]
-      [--sweep] [--tokamax] [--packed] [--baseline OLD_FORWARD.py] [--out DIR]
+      [--variant persistent=True,...] [--tokamax] [--packed]
+      [--baseline OLD_FORWARD.py] [--head-dims 64,128] [--out DIR]
 
 Prints a short table last; with --out writes a log and a JSON of results.
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import datetime
 import json
@@ -39,13 +41,19 @@ CELLS = [  # (head_dim, seqlen, causal)
 _C = MosaicConfig
 
 
-def sweep_configs(h, causal, seqlen):
-  """The default config, and the same config launched persistently (one CTA
-  per SM looping over work items).  Earlier sweeps (tile width, visiting
-  order, softmax overlap, launch order) are recorded in docs/mosaic.md and
-  settled the table in pallas_flash/mosaic/config.py."""
+def variant_configs(h, causal, seqlen, variants):
+  """The default config of a cell, then the default with each variant's
+  fields replaced, e.g. {"persistent": False}.  (Earlier sweeps of tile width,
+  visiting order, softmax overlap and launch order are recorded in
+  docs/mosaic.md and settled the table in pallas_flash/mosaic/config.py.)"""
   cfg = _C.default(h, causal, kv_seqlen=seqlen)
-  return [None, dataclasses.replace(cfg, persistent=not cfg.persistent)]
+  return [None] + [dataclasses.replace(cfg, **v) for v in variants]
+
+
+def parse_variant(text):
+  """'persistent=True,block_kv=64' -> {'persistent': True, 'block_kv': 64}."""
+  return {k: ast.literal_eval(v) for k, v in
+          (item.split("=", 1) for item in text.split(","))}
 
 
 def log(*a):
@@ -100,7 +108,7 @@ def _cfg_name(cfg):
           f"{'P' if cfg.persistent else ''}")
 
 
-def bench(sweep: bool, with_tokamax: bool, baselines=(), head_dims=None,
+def bench(variants, with_tokamax: bool, baselines=(), head_dims=None,
           reps=9, min_ms=40.0):
   """Per cell: every implementation compiled and warmed, then timed in
   interleaved bursts (benchmarks.run.time_interleaved), median of `reps`."""
@@ -133,7 +141,7 @@ def bench(sweep: bool, with_tokamax: bool, baselines=(), head_dims=None,
 
     add("cudnn", jax.jit(lambda q, k, v: jax.nn.dot_product_attention(
         q, k, v, is_causal=causal, implementation="cudnn")))
-    for cfg in sweep_configs(h, causal, t) if sweep else [None]:
+    for cfg in variant_configs(h, causal, t, variants):
       if cfg is None or cfg.smem_bytes(h) <= 227 * 1024:
         f = mosaic_fn(spec, h ** -0.5, None, cfg)
         add(f"mosaic[{_cfg_name(cfg)}]",
@@ -162,7 +170,7 @@ def bench(sweep: bool, with_tokamax: bool, baselines=(), head_dims=None,
           row[f"relerr{name[name.index('['):]}"] = err
           if not err < 1e-2:
             log(f"FAIL {name}: rel err vs cuDNN {err:.2e}")
-    default = calls.get("mosaic[default]")  # compiled already unless sweeping
+    default = calls.get("mosaic[default]")  # compiled already unless it failed
     out = (default[0](q, k, v) if default else
            mosaic_fn(spec, h ** -0.5)(q, k, v, arrays)[0]).astype(jnp.float32)
     if h > 128 and ref is not None:  # small cells: both against f32 truth
@@ -239,7 +247,10 @@ def table(rows):
 def main():
   ap = argparse.ArgumentParser()
   ap.add_argument("--bench", action="store_true")
-  ap.add_argument("--sweep", action="store_true")
+  ap.add_argument("--variant", action="append", default=[],
+                  help="also time the default config with these fields "
+                  "replaced, e.g. persistent=True,block_kv=64 "
+                  "(repeatable)")
   ap.add_argument("--tokamax", action="store_true")
   ap.add_argument("--packed", action="store_true",
                   help="also time the packed-documents cell: default config "
@@ -257,7 +268,8 @@ def main():
     bases = [(os.path.splitext(os.path.basename(p))[0], load_baseline(p))
              for p in args.baseline]
     dims = [int(x) for x in args.head_dims.split(",") if x]
-    rows = bench(args.sweep, args.tokamax, bases, dims)
+    rows = bench([parse_variant(v) for v in args.variant], args.tokamax,
+                 bases, dims)
     log(table(rows))
     if args.out:
       with open(os.path.join(args.out, "mosaic_bench.json"), "w") as f:

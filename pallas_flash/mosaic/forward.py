@@ -185,10 +185,13 @@ class _Item:
   tiles; else ascending kv order (leading masked, full, trailing masked).
   """
 
-  def __init__(self, b, n, qt, tiles_ref, masked_first: bool):
+  def __init__(self, b, n, qt, tiles_ref, masked_first: bool, lengths: bool):
     self.b, self.n, self.qt = b, n, qt
-    (self.first, self.full_first, self.full_last, self.last, self.q_len,
-     self.kv_len, self.offset) = (tiles_ref[b, qt, i] for i in range(7))
+    self.first, self.full_first, self.full_last, self.last = (
+        tiles_ref[b, qt, i] for i in range(4))
+    if lengths:  # the consumers' masks and epilogue; not the producer
+      self.q_len, self.kv_len, self.offset = (
+          tiles_ref[b, qt, i] for i in range(4, 7))
     self.masked_first = masked_first
     self.n_lead = self.full_first - self.first
     self.n_masked = self.n_lead + (self.last - self.full_last)
@@ -240,7 +243,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
     else:
       num_items = 1
 
-    def work_item(i) -> _Item:
+    def work_item(i, lengths: bool = True) -> _Item:
       if num_ctas:
         index, coords = cta + i * num_ctas, {}
         for name, size in reversed(order):  # the last axis varies fastest
@@ -252,7 +255,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
       if longest_first:  # causal: the last query tiles see the most keys
         qt = num_q_tiles - 1 - qt
       return _Item(coords["batch"], coords["heads"], qt, tiles_ref,
-                   masked_first)
+                   masked_first, lengths)
 
     def for_each_item(body):
       """body(item index, ring steps so far) -> ring steps so far; step g of
@@ -450,7 +453,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 
         def load_next_q():  # Q is no longer read: fetch the next item's
           if num_ctas:
-            pl.when(i + 1 < num_items)(lambda: load_q(work_item(i + 1)))
+            pl.when(i + 1 < num_items)(
+                lambda: load_q(work_item(i + 1, lengths=False)))
 
         if not overlap_softmax:
           pl.when(n_steps > 0)(
@@ -529,7 +533,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
       plgpu.set_max_registers(40, action="decrease")
 
       def run_item(i, g0):
-        item = work_item(i)
+        item = work_item(i, lengths=False)
         kv_head = lax.div(item.n, jnp.array(group, item.n.dtype))
 
         @pl.loop(0, item.n_steps)

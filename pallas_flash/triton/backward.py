@@ -113,9 +113,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
                block_q: int, block_k: int, head_dim: int, t: int, s: int):
   inputs = tiles.TileInputs(lens_ref, q_seg_ref, kv_seg_ref, kv_seg_lo_ref,
                             kv_seg_hi_ref, q_seg_lo_ref, q_seg_hi_ref, mask_ref)
-  tile_q = pl.program_id(0)
-  if spec.is_causal:  # longest-first, as in the forward
-    tile_q = pl.num_programs(0) - 1 - tile_q
+  tile_q = tiles.query_tile(spec, pl.program_id(0), pl.num_programs(0))
   q_start = tile_q * block_q
   q_len, kv_len = lens_ref[0], lens_ref[1]
   offset = masks.diagonal_offset(spec, q_len, kv_len)
@@ -208,7 +206,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   kv_rows = pl.BlockSpec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi // group, 0))
   row_vec = pl.BlockSpec((None, None, t), lambda i, bi, hi: (bi, hi, 0))
   nq = pl.cdiv(t, bq)
-  tile = (lambda i: nq - 1 - i) if spec.is_causal else (lambda i: i)
+  tile = lambda i: tiles.query_tile(spec, i, nq)
   dq = pl.pallas_call(
       functools.partial(_dq_kernel, spec=spec, scale=params.scale, cap=cap,
                         block_q=bq, block_k=bk, head_dim=h, t=t, s=s),

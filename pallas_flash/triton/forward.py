@@ -42,9 +42,7 @@ def _forward_kernel(q_ref, k_ref, v_ref, lens_ref, q_seg_ref, kv_seg_ref,
                     head_dim: int, t: int, s: int):
   inputs = tiles.TileInputs(lens_ref, q_seg_ref, kv_seg_ref, kv_seg_lo_ref,
                             kv_seg_hi_ref, q_seg_lo_ref, q_seg_hi_ref, mask_ref)
-  tile_q = pl.program_id(0)
-  if spec.is_causal:  # longest-first: the heaviest (last) query tiles start first
-    tile_q = pl.num_programs(0) - 1 - tile_q
+  tile_q = tiles.query_tile(spec, pl.program_id(0), pl.num_programs(0))
   q_start = tile_q * block_q
   q_len, kv_len = lens_ref[0], lens_ref[1]
   offset = masks.diagonal_offset(spec, q_len, kv_len)
@@ -124,7 +122,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
       *mask_specs,
   ]
   nq = pl.cdiv(t, block_q)
-  tile = (lambda i: nq - 1 - i) if params.spec.is_causal else (lambda i: i)
+  tile = lambda i: tiles.query_tile(params.spec, i, nq)
   out_specs = [
       pl.BlockSpec((None, block_q, None, hp), lambda i, bi, hi: (bi, tile(i), hi, 0)),
       pl.BlockSpec((None, None, block_q), lambda i, bi, hi: (bi, hi, tile(i))),

@@ -74,6 +74,13 @@ def prepare_mask_inputs(arrays: masks.MaskArrays, spec: masks.MaskSpec, *,
   return operands, specs
 
 
+def query_tile(spec: masks.MaskSpec, step, num_tiles):
+  """The query tile of grid step ``step``: with causal masking the last
+  (longest) tiles run first, so the heaviest programs start early.  Used by
+  the kernels and by their output index maps alike."""
+  return num_tiles - 1 - step if spec.is_causal else step
+
+
 def load_rows(ref, start, block: int, limit: int, head_dim: int, head=None):
   """Rows [start, start + block) of a [rows, Hp] (or [rows, G, Hp]) ref, 0 outside.
 
