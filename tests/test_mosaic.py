@@ -53,6 +53,8 @@ CASES = [
         block_q=64, block_kv=64, num_stages=3)),
     M("causal bk256 ragged", t=300, s=520, causal=True,
       config=MosaicConfig(block_kv=256)),
+    M("d128 bk192 ragged", h=128, t=200, s=500,
+      config=MosaicConfig(block_kv=192)),
     M("dense mask [B,N,T,S]", b=2, n=2, k=2, t=130, s=200, causal=True,
       dense_mask="full_empty_row"),
     M("dense mask [B,1,1,S]", t=128, s=256, dense_mask="keys"),
@@ -187,8 +189,9 @@ def test_bad_config():
 def test_config_table_fits_smem():
   for h in (64, 128, 256):
     for causal in (False, True):
-      cfg = MosaicConfig.default(h, causal)
-      assert cfg.smem_bytes(h) <= 227 * 1024, (h, causal, cfg)
+      for kv_seqlen in (4096, 16384):
+        cfg = MosaicConfig.default(h, causal, kv_seqlen=kv_seqlen)
+        assert cfg.smem_bytes(h) <= 227 * 1024, (h, causal, cfg)
 
 
 def test_config_default_without_overlap_when_every_tile_is_masked():
