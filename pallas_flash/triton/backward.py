@@ -113,11 +113,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
                block_q: int, block_k: int, head_dim: int, t: int, s: int):
   inputs = tiles.TileInputs(lens_ref, q_seg_ref, kv_seg_ref, kv_seg_lo_ref,
                             kv_seg_hi_ref, q_seg_lo_ref, q_seg_hi_ref, mask_ref)
-  tile_q = tiles.query_tile(spec, pl.program_id(0), pl.num_programs(0))
-  q_start = tile_q * block_q
-  q_len, kv_len = lens_ref[0], lens_ref[1]
-  offset = masks.diagonal_offset(spec, q_len, kv_len)
-  q_end = jnp.minimum(q_start + block_q, q_len)
+  qtile = tiles.program_query_tile(spec, lens_ref, block_q)
+  tile_q, q_start, q_end, _, kv_len, offset = qtile
   q = tiles.load_rows(q_ref, q_start, block_q, t, head_dim)
   do = tiles.load_rows(do_ref, q_start, block_q, t, head_dim)
   lse2 = tiles.load_vec(lse_ref, q_start, block_q, t, jnp.inf) * tiles.LOG2E
@@ -131,11 +128,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
     v = tiles.load_rows(v_ref, k_start, block_k, s, head_dim)
     s2, th = tiles.scores(q, k, scale=scale, cap=cap)
     if masked:
-      ok = tiles.tile_visible(spec, inputs, q_start=q_start, k_start=k_start,
-                              block_q=block_q, block_k=block_k, t=t, s=s,
-                              q_len=q_len, kv_len=kv_len, offset=offset,
-                              q_seg=q_seg)
-      s2 = jnp.where(ok, s2, masks.MASK_VALUE)
+      s2 = tiles.mask_scores(s2, spec, inputs, qtile, k_start,
+                             block_k=block_k, t=t, s=s, q_seg=q_seg)
     p = jnp.exp2(s2 - lse2[:, None])
     dp = tiles.dot(do, v, trans_b=True)
     ds = _ds(p, dp, delta[:, None], th, cap)

@@ -42,11 +42,8 @@ def _forward_kernel(q_ref, k_ref, v_ref, lens_ref, q_seg_ref, kv_seg_ref,
                     head_dim: int, t: int, s: int):
   inputs = tiles.TileInputs(lens_ref, q_seg_ref, kv_seg_ref, kv_seg_lo_ref,
                             kv_seg_hi_ref, q_seg_lo_ref, q_seg_hi_ref, mask_ref)
-  tile_q = tiles.query_tile(spec, pl.program_id(0), pl.num_programs(0))
-  q_start = tile_q * block_q
-  q_len, kv_len = lens_ref[0], lens_ref[1]
-  offset = masks.diagonal_offset(spec, q_len, kv_len)
-  q_end = jnp.minimum(q_start + block_q, q_len)
+  qtile = tiles.program_query_tile(spec, lens_ref, block_q)
+  tile_q, q_start, q_end, q_len, kv_len, offset = qtile
   q = tiles.load_rows(q_ref, q_start, block_q, t, head_dim)  # [block_q, Hp]
   q_seg = (tiles.load_vec(q_seg_ref, q_start, block_q, t, -1)
            if spec.has_segments else None)
@@ -57,11 +54,8 @@ def _forward_kernel(q_ref, k_ref, v_ref, lens_ref, q_seg_ref, kv_seg_ref,
     k = tiles.load_rows(k_ref, k_start, block_k, s, head_dim)  # [block_k, Hp]
     s2, _ = tiles.scores(q, k, scale=scale, cap=cap)  # [block_q, block_k]
     if masked:
-      ok = tiles.tile_visible(spec, inputs, q_start=q_start, k_start=k_start,
-                              block_q=block_q, block_k=block_k, t=t, s=s,
-                              q_len=q_len, kv_len=kv_len, offset=offset,
-                              q_seg=q_seg)
-      s2 = jnp.where(ok, s2, masks.MASK_VALUE)
+      s2 = tiles.mask_scores(s2, spec, inputs, qtile, k_start,
+                             block_k=block_k, t=t, s=s, q_seg=q_seg)
     # -- update m and l (FA-2 Alg. 1 lines 8-10), rescale acc lazily
     m_next = jnp.maximum(m_prev, jnp.max(s2, axis=1))
     alpha = jnp.exp2(m_prev - m_next)

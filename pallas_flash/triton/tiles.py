@@ -81,6 +81,28 @@ def query_tile(spec: masks.MaskSpec, step, num_tiles):
   return num_tiles - 1 - step if spec.is_causal else step
 
 
+class QueryTile(NamedTuple):
+  """A query-major program's tile (grid axis 0) and its mask lengths."""
+
+  index: object  # tile number, longest first when causal
+  start: object  # first row
+  end: object  # one past the last row before q_len
+  q_len: object
+  kv_len: object
+  offset: object  # masks.diagonal_offset of this batch row
+
+
+def program_query_tile(spec: masks.MaskSpec, lens_ref,
+                       block_q: int) -> QueryTile:
+  """The forward's and the dQ kernel's query tile (grid axis 0)."""
+  index = query_tile(spec, pl.program_id(0), pl.num_programs(0))
+  start = index * block_q
+  q_len, kv_len = lens_ref[0], lens_ref[1]
+  offset = masks.diagonal_offset(spec, q_len, kv_len)
+  end = jnp.minimum(start + block_q, q_len)
+  return QueryTile(index, start, end, q_len, kv_len, offset)
+
+
 def load_rows(ref, start, block: int, limit: int, head_dim: int, head=None):
   """Rows [start, start + block) of a [rows, Hp] (or [rows, G, Hp]) ref, 0 outside.
 
@@ -179,6 +201,18 @@ def tile_visible(spec: masks.MaskSpec, inputs: TileInputs, *, q_start, k_start,
     m = plgpu.load(inputs.mask.at[idx], mask=in_bounds, other=0)  # [bq|1, bk|1]
     ok &= (m.T if key_major else m) != 0
   return ok
+
+
+def mask_scores(s2, spec: masks.MaskSpec, inputs: TileInputs,
+                tile: QueryTile, k_start, *, block_k: int, t: int, s: int,
+                q_seg=None):
+  """A query-major program's [block_q, block_k] score tile with the entries
+  ``tile_visible`` rejects set to ``masks.MASK_VALUE``."""
+  ok = tile_visible(spec, inputs, q_start=tile.start, k_start=k_start,
+                    block_q=s2.shape[0], block_k=block_k, t=t, s=s,
+                    q_len=tile.q_len, kv_len=tile.kv_len, offset=tile.offset,
+                    q_seg=q_seg)
+  return jnp.where(ok, s2, masks.MASK_VALUE)
 
 
 def segments_overlap(lo_a, hi_a, lo_b, hi_b):
