@@ -90,6 +90,14 @@ def _num_sms() -> int:
   return int(getattr(jax.devices()[0], "core_count", 132))
 
 
+def _config(params: KernelParams, q, k) -> tuple[int, MosaicConfig]:
+  """(padded head dim, the given config or the table's default for it)."""
+  hp = _round_up(q.shape[-1], 64)
+  spec = params.spec
+  return hp, params.config or MosaicConfig.default(
+      hp, spec.is_causal, spec.needs_elementwise, k.shape[1])
+
+
 def check_supported(params: KernelParams, q, k, v) -> None:
   """Raises NotImplementedError for valid input this backend cannot take."""
   del v
@@ -107,9 +115,7 @@ def check_supported(params: KernelParams, q, k, v) -> None:
       raise NotImplementedError(
           f"mosaic forward needs a Hopper GPU (sm_90), got {dev.device_kind} "
           f"compute_capability={cc!r}")
-  h = _round_up(q.shape[-1], 64)
-  cfg = params.config or MosaicConfig.default(
-      h, params.spec.is_causal, params.spec.needs_elementwise, k.shape[1])
+  h, cfg = _config(params, q, k)
   if cfg.smem_bytes(h) > 227 * 1024:
     raise NotImplementedError(f"{cfg} needs {cfg.smem_bytes(h)} bytes of shared "
                               f"memory at head_dim={h}; Hopper has 227 KiB")
@@ -645,9 +651,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   spec = params.spec
   b, t, n, h = q.shape
   _, s, kh, _ = k.shape
-  hp = _round_up(h, 64)
-  cfg = params.config or MosaicConfig.default(hp, spec.is_causal,
-                                              spec.needs_elementwise, s)
+  hp, cfg = _config(params, q, k)
   bq, bk = cfg.block_q, cfg.block_kv
   rows = _CONSUMERS * bq
   tp, sp = _round_up(t, rows), _round_up(s, bk)
