@@ -87,10 +87,10 @@ class MosaicConfig:
     as fast or faster, where the diagonal tile wastes more of a wide tile).
 
     every_tile_masked (segment ids or a dense mask): no softmax overlap.  The
-    packed-documents cell (every tile masked, d128) ran at 143 TFLOP/s with
-    the overlap (H200, git 7b5d3ce) against 235 without it in the earlier
-    run (git 76c11d4); the element-wise mask's index arrays next to a second
-    score tile are the likely cost.  Not yet re-measured in one run.
+    packed-documents cell (every tile masked, d128) ran at 235-236 TFLOP/s
+    without it against 144-146 with it (H200, session 3 runs 1 and 5, same
+    run each); the element-wise mask's index arrays next to a second score
+    tile are the likely cost.
     """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
     cfg = _TABLE[key]
@@ -117,7 +117,7 @@ class MosaicConfig:
 #   587-588, S4k C 523-534 vs 519, S4k N equal).
 # * d128 non-causal: persistent (session 3 run 1: S4k 580 vs 566, S16k 612
 #   vs 589).  Not for d64 / d256 non-causal (434-454 vs 435-460, 501 vs
-#   520) nor, with the plain round-robin of run 1, causal (25-35% slower).
+#   520) nor causal (25-35% slower in runs 1-2, plain or snake order).
 # * d256: block_kv=64, 2 stages (all that fits), ascending order (the JAX /
 #   tokamax order: 8-15% over masked-first before the overlap existed), softmax
 #   overlap on (run 9: N 510-520 vs 497-504, C 409 vs 397).
