@@ -109,7 +109,7 @@ def _cfg_name(cfg):
 
 
 def bench(variants, with_tokamax: bool, baselines=(), head_dims=None,
-          reps=9, min_ms=40.0):
+          reps=15, min_ms=40.0):
   """Per cell: every implementation compiled and warmed, then timed in
   interleaved bursts (benchmarks.run.time_interleaved), median of `reps`."""
   rows = []

@@ -219,8 +219,9 @@ def time_calls(f, args, reps: int, sample_s: float):
 def time_interleaved(calls: dict, reps: int, sample_s: float):
   """{name: (median s per call, spread, calls per burst)} for warm ``calls``
   ({name: (f, args)}).  Each rep times one burst of back-to-back calls of
-  every entry, the entries in a rotating order, so clock or thermal drift
-  during the run falls on all of them alike."""
+  every entry, the entries in a fresh (seeded) random order each rep, so that
+  neither clock or thermal drift nor the kernel that ran just before (its
+  power draw, what it left in L2) falls on one entry more than another."""
   bursts = {}
   for name, (f, args) in calls.items():
     single = math.inf  # fastest of 3 single calls: the first may still
@@ -231,8 +232,9 @@ def time_interleaved(calls: dict, reps: int, sample_s: float):
     bursts[name] = int(max(1, min(2000, math.ceil(sample_s / max(single, 1e-7)))))
   samples = {name: [] for name in calls}
   names = list(calls)
-  for r in range(reps):
-    for name in names[r % len(names):] + names[:r % len(names)]:
+  rng = np.random.default_rng(0)
+  for _ in range(reps):
+    for name in rng.permutation(names):
       f, args = calls[name]
       n = bursts[name]
       t0 = time.perf_counter()
