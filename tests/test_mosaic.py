@@ -124,6 +124,12 @@ SLOW = [
     M("persistent 256 items d256 segments", b=2, t=2048, s=2048, n=8, k=2,
       h=256, causal=True, segments=True, config=MosaicConfig(
           block_kv=64, persistent=True)),
+    # 420 items on 132 CTAs: three rounds, then a partial, reversed fourth.
+    M("persistent causal heads inner 420 items, ragged", b=3, t=1200, s=1300,
+      n=14, k=7, h=128, causal=True, bottom_right=True,
+      q_lengths=(1200, 1111, 640), kv_lengths=(1300, 1300, 640),
+      config=MosaicConfig(heads_inner=True, overlap_softmax=True,
+                          persistent=True)),
 ]
 
 
@@ -194,10 +200,18 @@ def test_config_table_fits_smem():
         assert cfg.smem_bytes(h) <= 227 * 1024, (h, causal, cfg)
 
 
-def test_config_default_without_overlap_when_every_tile_is_masked():
+def test_config_default_every_tile_masked_takes_the_measured_config():
   assert MosaicConfig.default(128, True).overlap_softmax
-  assert not MosaicConfig.default(128, True, every_tile_masked=True).overlap_softmax
+  assert MosaicConfig.default(128, True).persistent
+  masked = MosaicConfig.default(128, True, every_tile_masked=True)
+  assert not masked.overlap_softmax and not masked.persistent
   assert not MosaicConfig.default(64, False).overlap_softmax
+
+
+def test_config_default_causal_persistent_sorts_items_longest_first():
+  for h in (64, 128, 256):
+    cfg = MosaicConfig.default(h, True)
+    assert not cfg.persistent or cfg.heads_inner, (h, cfg)
 
 
 def test_config_default_d64_causal_long_sequences_take_wide_tiles():

@@ -42,10 +42,13 @@ class MosaicConfig:
       intra-warpgroup overlap, on top of the ping-pong between the two
       consumers).  Holds one more score tile in registers.
     persistent: launch one CTA per SM; each loops over work items (q tiles
-      of a (batch, head)) in the order of the non-persistent launch, with the
-      K/V ring running on across items and the next item's Q loaded while
-      the current one finishes (FA3 Sec. 3.1, persistent kernel: no CTA
-      launch, prologue or pipeline refill per item).
+      of a (batch, head)) dealt from the launch order in rounds, every other
+      round in reverse, with the K/V ring running on across items and the
+      next item's Q loaded while the current one finishes (FA3 Sec. 3.1,
+      persistent kernel: no CTA launch, prologue or pipeline refill per
+      item).  With causal masking use ``heads_inner``: the items are then
+      sorted longest first machine-wide and the reversed rounds pair long
+      with short ones.
   """
 
   block_q: int = 64
@@ -86,18 +89,20 @@ class MosaicConfig:
     TFLOP/s for 128 in run 9, 458 vs 443 in session 1 run 3; at S4k 128 is
     as fast or faster, where the diagonal tile wastes more of a wide tile).
 
-    every_tile_masked (segment ids or a dense mask): no softmax overlap.  The
-    packed-documents cell (every tile masked, d128) ran at 235-236 TFLOP/s
-    without it against 144-146 with it (H200, session 3 runs 1 and 5, same
-    run each); the element-wise mask's index arrays next to a second score
-    tile are the likely cost.
+    every_tile_masked (segment ids or a dense mask): no softmax overlap and
+    not persistent, the config measured there.  The packed-documents cell
+    (every tile masked, d128) ran at 235-236 TFLOP/s without the overlap
+    against 144-146 with it (H200, session 3 runs 1 and 5, same run each);
+    the element-wise mask's index arrays next to a second score tile are the
+    likely cost.  Tile skipping makes such items uneven in length, which a
+    static persistent deal does not balance.
     """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
     cfg = _TABLE[key]
     if key == (64, True) and kv_seqlen >= 16384:
       cfg = dataclasses.replace(cfg, block_kv=256)
     if every_tile_masked:
-      cfg = dataclasses.replace(cfg, overlap_softmax=False)
+      cfg = dataclasses.replace(cfg, overlap_softmax=False, persistent=False)
     return cfg
 
 
@@ -117,7 +122,13 @@ class MosaicConfig:
 #   587-588, S4k C 523-534 vs 519, S4k N equal).
 # * d128 non-causal: persistent (session 3 run 1: S4k 580 vs 566, S16k 612
 #   vs 589).  Not for d64 / d256 non-causal (434-454 vs 435-460, 501 vs
-#   520) nor causal (25-35% slower in runs 1-2, plain or snake order).
+#   520).
+# * d128 causal: persistent with heads_inner (session 4 run C: S4k 536 vs
+#   510, S16k 610 vs 586 non-persistent).  With the heads outer the rounds
+#   are not sorted by length and some CTAs get ~1.5x the mean work (369 /
+#   405).  Not for d64 causal (374 vs 375, 447 vs 452) nor d256 (heads
+#   inner: a round reads every (batch, head)'s K/V and thrashes L2, 313 vs
+#   407; heads outer: 256).
 # * d256: block_kv=64, 2 stages (all that fits), ascending order (the JAX /
 #   tokamax order: 8-15% over masked-first before the overlap existed), softmax
 #   overlap on (run 9: N 510-520 vs 497-504, C 409 vs 397).
@@ -127,7 +138,8 @@ _TABLE = {
     (128, False): MosaicConfig(block_q=64, block_kv=128, num_stages=2,
                                overlap_softmax=True, persistent=True),
     (128, True): MosaicConfig(block_q=64, block_kv=128, num_stages=2,
-                              overlap_softmax=True),
+                              heads_inner=True, overlap_softmax=True,
+                              persistent=True),
     (256, False): MosaicConfig(block_q=64, block_kv=64, num_stages=2,
                                masked_first=False, overlap_softmax=True),
     (256, True): MosaicConfig(block_q=64, block_kv=64, num_stages=2,

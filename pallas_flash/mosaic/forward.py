@@ -242,16 +242,24 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
     wg = lax.axis_index("wg")
     sync = _Sync(wg, num_stages, interpret_bars if interpret else None)
 
-    if num_ctas:  # persistent: this CTA's items are cta + i * num_ctas
+    if num_ctas:  # persistent: the items are dealt in rounds (work_item)
       cta = lax.axis_index("cta")
-      total = math.prod(size for _, size in order)
-      num_items = lax.div(total - 1 - cta, num_ctas) + 1
+      rounds, rest = divmod(math.prod(size for _, size in order), num_ctas)
+      # The last, partial round goes to the first `rest` CTAs of its
+      # direction.
+      extra = cta < rest if rounds % 2 == 0 else cta >= num_ctas - rest
+      num_items = rounds + extra.astype(jnp.int32)
     else:
       num_items = 1
 
     def work_item(i, lengths: bool = True) -> _Item:
       if num_ctas:
-        index, coords = cta + i * num_ctas, {}
+        # Round i deals items [i * C, (i + 1) * C) of the launch order to the
+        # C CTAs, every other round in reverse (boustrophedon): with the
+        # items sorted longest first (causal, heads_inner) the long and short
+        # items pair up and every CTA gets about the same number of steps.
+        seat = jnp.where(lax.rem(i, 2) == 0, cta, num_ctas - 1 - cta)
+        index, coords = i * num_ctas + seat, {}
         for name, size in reversed(order):  # the last axis varies fastest
           coords[name] = lax.rem(index, size)
           index = lax.div(index, size)
