@@ -105,7 +105,8 @@ def _cfg_name(cfg):
     return "default"
   return (f"bk{cfg.block_kv}s{cfg.num_stages}{'h' if cfg.heads_inner else ''}"
           f"{'M' if cfg.masked_first else 'A'}{'O' if cfg.overlap_softmax else ''}"
-          f"{'P' if cfg.persistent else ''}")
+          f"{'P' if cfg.persistent else ''}"
+          f"{'c3' if cfg.consumers == 3 else ''}")
 
 
 def bench(variants, with_tokamax: bool, baselines=(), head_dims=None,

@@ -759,7 +759,7 @@ def write_report(out_dir, env, command, results, mem_rows, impl_names, modes,
   banner = ("> **CPU SMOKE RUN** (no GPU found): tiny shapes, Pallas interpret "
             "mode. These numbers say that the harness works, nothing about "
             "performance.\n\n" if smoke else "")
-  md = [f"# Benchmark results\n", banner,
+  md = ["# Benchmark results\n", banner,
         f"- Date: {env['date']}",
         f"- Device: {env['device']} x{env['device_count']} ({env['backend']})"
         + (f"; nvidia-smi: {env['nvidia_smi']}" if env.get("nvidia_smi") else ""),

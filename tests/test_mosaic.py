@@ -84,6 +84,14 @@ CASES = [
     M("persistent, d256 (4 O pieces), heads inner", b=2, h=256, t=256,
       s=128, causal=True, config=MosaicConfig(
           block_kv=64, persistent=True, heads_inner=True)),
+    # Three consumers: 192-row CTAs, the turn goes round three warpgroups.
+    M("3 consumers, lengths with empty rows", b=2, t=300, s=333, causal=True,
+      bottom_right=True, q_lengths=(300, 0), kv_lengths=(333, 70),
+      config=MosaicConfig(consumers=3)),
+    M("3 consumers, softmax overlap, gqa", b=1, n=2, k=1, t=200, s=256,
+      config=MosaicConfig(consumers=3, overlap_softmax=True)),
+    M("3 consumers, segments", t=256, s=256, segments=True,
+      config=MosaicConfig(consumers=3)),
 ]
 
 # GPU-sized cases (run with -m slow on the GPU).
@@ -124,6 +132,11 @@ SLOW = [
     M("persistent 256 items d256 segments", b=2, t=2048, s=2048, n=8, k=2,
       h=256, causal=True, segments=True, config=MosaicConfig(
           block_kv=64, persistent=True)),
+    M("3 consumers causal S2k ragged", b=2, t=2000, s=2048, n=4, k=2,
+      causal=True, q_lengths=(2000, 1500), kv_lengths=(2048, 1999),
+      config=MosaicConfig(consumers=3)),
+    M("3 consumers bk192 overlap S1k", t=1024, s=1100, n=4, k=4,
+      config=MosaicConfig(block_kv=192, consumers=3, overlap_softmax=True)),
     # 420 items on 132 CTAs: three rounds, then a partial, reversed fourth.
     M("persistent causal heads inner 420 items, ragged", b=3, t=1200, s=1300,
       n=14, k=7, h=128, causal=True, bottom_right=True,
@@ -190,6 +203,12 @@ def test_bad_config():
     MosaicConfig(block_q=64, block_kv=96, num_stages=2)
   with pytest.raises(ValueError, match="num_stages"):
     MosaicConfig(block_q=64, block_kv=128, num_stages=1)
+  with pytest.raises(ValueError, match="num_stages"):  # named barriers
+    MosaicConfig(num_stages=5, consumers=3)
+  with pytest.raises(ValueError, match="consumers"):
+    MosaicConfig(consumers=4)
+  with pytest.raises(ValueError, match="persistent"):
+    MosaicConfig(consumers=3, persistent=True)
 
 
 def test_config_table_fits_smem():
@@ -218,6 +237,12 @@ def test_config_default_d64_causal_long_sequences_take_wide_tiles():
   assert MosaicConfig.default(64, True, kv_seqlen=4096).block_kv == 128
   assert MosaicConfig.default(64, True, kv_seqlen=16384).block_kv == 256
   assert MosaicConfig.default(128, True, kv_seqlen=16384).block_kv == 128
+
+
+def test_config_default_d64_long_non_causal_takes_three_consumers():
+  assert MosaicConfig.default(64, False, kv_seqlen=4096).consumers == 2
+  assert MosaicConfig.default(64, False, kv_seqlen=16384).consumers == 3
+  assert MosaicConfig.default(64, True, kv_seqlen=16384).consumers == 2
 
 
 @pytest.mark.parametrize("config", [None, MosaicConfig(block_kv=64)],
@@ -254,6 +279,8 @@ LOWERINGS = [  # (head dim, causal, config, extra masking)
     (128, True, None, "segments"),
     (128, False, MosaicConfig(overlap_softmax=True), "dense mask"),
     (128, True, None, "soft-cap"),
+    (64, True, MosaicConfig(consumers=3), None),
+    (64, False, MosaicConfig(consumers=3, overlap_softmax=True), None),
 ]
 
 

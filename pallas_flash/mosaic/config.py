@@ -24,11 +24,15 @@ class MosaicConfig:
   """Blocks of the warp-specialised forward.
 
   Attributes:
-    block_q: query rows per *consumer warpgroup*; a CTA holds two consumer
-      warpgroups, i.e. ``2 * block_q`` query rows (FA3 Sec. 3.1).
+    block_q: query rows per *consumer warpgroup*; a CTA holds ``consumers``
+      of them, i.e. ``consumers * block_q`` query rows (FA3 Sec. 3.1).
     block_kv: key/value rows per pipeline stage (one TMA copy each of K, V).
     num_stages: depth of the shared-memory K/V ring filled by the producer
       warpgroup.
+    consumers: consumer warpgroups per CTA, 2 or 3, taking turns on the
+      tensor cores in a ring (FA3 runs 3 at head dim 64: each softmax then
+      hides behind two other warpgroups' GEMMs).  With 3, registers per
+      consumer thread drop from 232 to 160, and persistence is not offered.
     heads_inner: launch order; the batch rows of a (head, q tile) are
       always adjacent.  False: then the q tiles of one head, heads slowest
       (a wave of CTAs reads few heads' K/V, which stay in L2); True: then
@@ -54,6 +58,7 @@ class MosaicConfig:
   block_q: int = 64
   block_kv: int = 128
   num_stages: int = 2
+  consumers: int = 2
   heads_inner: bool = False
   masked_first: bool = True
   overlap_softmax: bool = False
@@ -66,18 +71,28 @@ class MosaicConfig:
       raise ValueError(f"block_q={self.block_q} must be 64")
     if self.block_kv not in (64, 128, 192, 256):
       raise ValueError(f"block_kv={self.block_kv} must be 64, 128, 192 or 256")
-    # Each stage takes two of the CTA's 16 named barriers (forward._BAR_FREE).
-    if not (isinstance(self.num_stages, int) and 2 <= self.num_stages <= 5):
-      raise ValueError(f"num_stages={self.num_stages} must be an int in [2, 5]")
+    if self.consumers not in (2, 3):
+      raise ValueError(f"consumers={self.consumers} must be 2 or 3")
+    if self.consumers == 3 and self.persistent:
+      # The persistent item boundary's extra turn exchange is written for a
+      # pair of consumers (forward._attention_kernel).
+      raise ValueError("consumers=3 with persistent=True is not supported")
+    # Each stage takes two of the CTA's 16 named barriers; 4 + consumers go
+    # before them (forward._BAR_TURN).
+    top = (12 - self.consumers) // 2
+    if not (isinstance(self.num_stages, int) and 2 <= self.num_stages <= top):
+      raise ValueError(f"num_stages={self.num_stages} must be an int in "
+                       f"[2, {top}] with consumers={self.consumers}")
 
   def smem_bytes(self, head_dim: int, itemsize: int = 2) -> int:
     """Shared memory the kernel asks for (Q tiles, K/V ring, O store slots,
     LSE, barriers)."""
-    q = 2 * self.block_q * head_dim * itemsize
+    c = self.consumers
+    q = c * self.block_q * head_dim * itemsize
     kv = 2 * self.num_stages * self.block_kv * head_dim * itemsize
-    o = 2 * out_slots(head_dim) * self.block_q * OUT_COLS * itemsize
+    o = c * out_slots(head_dim) * self.block_q * OUT_COLS * itemsize
     o *= self.persistent  # else O reuses Q's buffer
-    return q + kv + o + 2 * self.block_q * 4 + 1024
+    return q + kv + o + c * self.block_q * 4 + 1024
 
   @classmethod
   def default(cls, head_dim: int, causal: bool,
@@ -88,6 +103,10 @@ class MosaicConfig:
     kv_seqlen >= 16384 with d64 causal: block_kv=256 (S16k: 468 vs 434
     TFLOP/s for 128 in run 9, 458 vs 443 in session 1 run 3; at S4k 128 is
     as fast or faster, where the diagonal tile wastes more of a wide tile).
+
+    kv_seqlen >= 16384 with d64 non-causal: three consumers, block_kv=128
+    (session 4 run D: S16k 491 vs 464; at S4k 426 vs 445, where a 192-row
+    CTA pads 4096 rows to 4224 and the CTAs are four times shorter).
 
     every_tile_masked (segment ids or a dense mask): no softmax overlap and
     not persistent, the config measured there.  The packed-documents cell
@@ -101,6 +120,8 @@ class MosaicConfig:
     cfg = _TABLE[key]
     if key == (64, True) and kv_seqlen >= 16384:
       cfg = dataclasses.replace(cfg, block_kv=256)
+    if key == (64, False) and kv_seqlen >= 16384:
+      cfg = dataclasses.replace(cfg, block_kv=128, consumers=3)
     if every_tile_masked:
       cfg = dataclasses.replace(cfg, overlap_softmax=False, persistent=False)
     return cfg

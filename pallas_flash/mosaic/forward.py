@@ -3,21 +3,22 @@
 Letters: B batch, T query length, S key/value length, N query heads,
 K key/value heads (G = N // K), H head dim.  Layout [B, T, N, H].
 
-One CTA computes ``2 * block_q`` query rows of one (batch, head) with three
-warpgroups (FA3, Shah et al. 2024, Sec. 3.1 "producer-consumer asynchrony"):
+One CTA computes ``C * block_q`` query rows of one (batch, head) with C + 1
+warpgroups, C = ``MosaicConfig.consumers`` (2, or 3 as FA3 runs at head dim
+64) (FA3, Shah et al. 2024, Sec. 3.1 "producer-consumer asynchrony"):
 
-* the *producer* warpgroup (registers cut to 40 with ``setmaxnreg``) issues TMA
+* the *producer* warpgroup (registers cut with ``setmaxnreg``) issues TMA
   copies of the K and V tiles into a ``num_stages``-deep shared-memory ring;
   a K slot and a V slot each carry a "loaded" barrier (TMA completes it) and
-  a "consumed" barrier (both consumers arrive on it when done reading);
-* two *consumer* warpgroups (registers raised to 232) each own ``block_q``
-  query rows and run S = Q K^T and O += P V on the tensor cores (wgmma, f32
+  a "consumed" barrier (every consumer arrives on it when done reading);
+* C *consumer* warpgroups (registers raised) each own ``block_q`` query rows
+  and run S = Q K^T and O += P V on the tensor cores (wgmma, f32
   accumulators) with the online softmax in between (FlashAttention-2 Alg. 1).
-  Two "turn" barriers make the consumers take turns on the tensor cores, so
-  one's softmax overlaps the other's GEMMs (FA3 Sec. 3.1, "ping-pong
-  scheduling"): a consumer hands the turn over as soon as its S GEMM is
-  issued and takes it back before its P V GEMM; the wait for the next K tile
-  is issued while the P V wgmma is in flight.  With ``overlap_softmax``
+  One "turn" barrier per consumer makes them take turns on the tensor cores
+  in a ring, so one's softmax overlaps the others' GEMMs (FA3 Sec. 3.1,
+  "ping-pong scheduling"): a consumer hands the turn on as soon as its S GEMM
+  is issued and takes it back before its P V GEMM; the wait for the next K
+  tile is issued while the P V wgmma is in flight.  With ``overlap_softmax``
   (FA3 Sec. 3.2, Alg. 2) one turn issues S(j) and P(j-1) V(j-1) together and
   softmax(j) runs while that P V GEMM is in flight (``overlapped_step``).
 
@@ -32,10 +33,11 @@ Softmax runs in base 2 with the scale folded into the exponent
 longest first so the expensive diagonal-far tiles start early.
 
 A work item is one such CTA's rows.  ``MosaicConfig.persistent`` launches one
-CTA per SM instead, each looping over items ``c, c + #SMs, ...`` of the same
-launch order (FA3 Sec. 3.1's persistent kernel): the K/V ring runs on across
-items, the next item's Q is loaded while the current one finishes, and O
-leaves through its own store slots.
+CTA per SM instead (FA3 Sec. 3.1's persistent kernel); the items of the same
+launch order are dealt to them in rounds, every other round in reverse, so
+that items sorted longest first balance.  The K/V ring runs on across items,
+the next item's Q is loaded while the current one finishes, and O leaves
+through its own store slots.
 
 Masking is ``pallas_flash.masks``: the wrapper turns ``kv_bounds`` /
 ``tile_range`` (and, with segment ids, ``segment_tile_ranges``) into per-CTA
@@ -72,13 +74,15 @@ _COL = plgpu.Layout.WGMMA.reduce(0)  # one value per key column
 _LOG2E = math.log2(math.e)
 _LN2 = math.log(2.0)
 _MASK = masks.MASK_VALUE
-_CONSUMERS = 2  # consumer warpgroups per CTA
 _DTYPES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
 _WG_THREADS = 128
 # Named barrier ids: 0 is __syncthreads, 1..3 Mosaic's per-warpgroup barriers.
-_BAR_TURN = 4  # 4, 5: consumer 0's and consumer 1's turn
-_BAR_FREE = 6  # 6.. : K slots, then V slots, "consumed"
-# 16 named barriers per CTA: MosaicConfig.num_stages <= (16 - _BAR_FREE) // 2.
+_BAR_TURN = 4  # 4 .. 4 + consumers - 1: each consumer's turn
+# Then the "consumed" barriers of the K slots and of the V slots; 16 named
+# barriers per CTA bound MosaicConfig.num_stages.
+# Registers per thread (setmaxnreg; 64K per SM, FA3's split): consumers, then
+# the producer, by the number of consumer warpgroups.
+_REGISTERS = {2: (232, 40), 3: (160, 32)}
 
 
 def _round_up(x: int, m: int) -> int:
@@ -143,39 +147,45 @@ def _named_barrier(operation: str, barrier_id, num_threads: int):
 
 
 class _Sync:
-  """The consumers' release of ring slots and the ping-pong turns.
+  """The consumers' release of ring slots and the turns on the tensor cores,
+  which go round the consumers in a ring (0, 1, .., C - 1, 0, ..).
 
-  GPU: named barriers.  A release is ``bar.arrive`` by both consumers and
-  ``bar.sync`` by the producer (3 warpgroups' threads); a turn barrier is
-  arrived on by the other consumer and synced on by its owner (2 warpgroups).
-  Interpret mode: one mbarrier per named barrier, same protocol.
+  GPU: named barriers.  A release is ``bar.arrive`` by every consumer and
+  ``bar.sync`` by the producer (C + 1 warpgroups' threads); a consumer's turn
+  barrier is arrived on by the previous consumer and synced on by its owner
+  (2 warpgroups).  Interpret mode: one mbarrier per named barrier, same
+  protocol.
   """
 
-  def __init__(self, wg, num_stages: int, mbarriers):
-    self.wg, self.num_stages, self.mbarriers = wg, num_stages, mbarriers
+  def __init__(self, wg, consumers: int, num_stages: int, mbarriers):
+    self.wg, self.consumers, self.num_stages = wg, consumers, num_stages
+    self.mbarriers = mbarriers
 
   def _free(self, kind: int, slot):
-    return _BAR_FREE + kind * self.num_stages + slot
+    return _BAR_TURN + self.consumers + kind * self.num_stages + slot
 
   def release(self, kind: int, slot):  # consumer: K (kind 0) / V (1) slot read
     if self.mbarriers is None:
-      _named_barrier("arrive", self._free(kind, slot), 3 * _WG_THREADS)
+      _named_barrier("arrive", self._free(kind, slot),
+                     (self.consumers + 1) * _WG_THREADS)
     else:
       plgpu.barrier_arrive(self.mbarriers[kind].at[slot])
 
   def await_release(self, kind: int, slot):  # producer
     if self.mbarriers is None:
-      _named_barrier("sync", self._free(kind, slot), 3 * _WG_THREADS)
+      _named_barrier("sync", self._free(kind, slot),
+                     (self.consumers + 1) * _WG_THREADS)
     else:
       plgpu.barrier_wait(self.mbarriers[kind].at[slot])
 
-  def pass_turn(self):  # consumer: the other consumer may use the tensor cores
+  def pass_turn(self):  # consumer: the next consumer may use the tensor cores
+    nxt = lax.rem(self.wg + 1, self.consumers)
     if self.mbarriers is None:
-      _named_barrier("arrive", _BAR_TURN + 1 - self.wg, 2 * _WG_THREADS)
+      _named_barrier("arrive", _BAR_TURN + nxt, 2 * _WG_THREADS)
     else:
-      plgpu.barrier_arrive(self.mbarriers[2].at[1 - self.wg])
+      plgpu.barrier_arrive(self.mbarriers[2].at[nxt])
 
-  def take_turn(self):  # consumer: wait until the other one passed the turn
+  def take_turn(self):  # consumer: wait until the previous one passed it
     if self.mbarriers is None:
       _named_barrier("sync", _BAR_TURN + self.wg, 2 * _WG_THREADS)
     else:
@@ -183,7 +193,7 @@ class _Sync:
 
 
 class _Item:
-  """One work item: rows [qt * 2 * block_q, (qt + 1) * 2 * block_q) of head
+  """One work item: rows [qt * C * block_q, (qt + 1) * C * block_q) of head
   n of batch row b, with its kv tile bounds and lengths (``_tile_table``).
 
   Visiting order (producer and consumers agree on it): with ``masked_first``
@@ -217,11 +227,13 @@ class _Item:
 def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       spec: masks.MaskSpec, scale: float, cap: float | None,
                       block_q: int, block_kv: int, num_stages: int,
+                      consumers: int,
                       num_q_tiles: int, group: int, longest_first: bool,
                       masked_first: bool, overlap_softmax: bool,
                       order: tuple[tuple[str, int], ...], num_ctas: int,
                       interpret: bool):
-  """Work items of ``2 * block_q`` query rows of one (b, n), in the launch
+  """Work items of ``consumers * block_q`` query rows of one (b, n), in the
+  launch
   ``order`` ((axis name, size), the last axis fastest).  num_ctas == 0: one
   CTA per item (a grid of ``order``); else a persistent kernel of num_ctas
   CTAs, CTA c taking items c, c + num_ctas, ... of that order."""
@@ -240,7 +252,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
     q_smems, k_smems, v_smems, o_smems, lse_smems = smem
     q_bars, k_bars, v_bars, *interpret_bars = barriers
     wg = lax.axis_index("wg")
-    sync = _Sync(wg, num_stages, interpret_bars if interpret else None)
+    sync = _Sync(wg, consumers, num_stages,
+                 interpret_bars if interpret else None)
+    last_wg = consumers - 1
 
     if num_ctas:  # persistent: the items are dealt in rounds (work_item)
       cta = lax.axis_index("cta")
@@ -280,13 +294,13 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
       # the Mosaic GPU loop lowering as a literal operand, which it rejects.
       return body(0, 0)
 
-    @pl.when(wg < _CONSUMERS)
+    @pl.when(wg < consumers)
     def _consumer():
-      plgpu.set_max_registers(232, action="increase")
+      plgpu.set_max_registers(_REGISTERS[consumers][0], action="increase")
       q_smem = q_smems.at[wg]
 
       def load_q(item: _Item):
-        rows = pl.ds(item.qt * (2 * bq) + wg * bq, bq)
+        rows = pl.ds(item.qt * (consumers * bq) + wg * bq, bq)
         plgpu.copy_gmem_to_smem(q_ref.at[item.b, rows, item.n], q_smem,
                                 q_bars.at[wg])
 
@@ -319,7 +333,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         """Work item i; its step j uses ring slot (g0 + j) % num_stages."""
         item = work_item(i)
         b, n, n_steps = item.b, item.n, item.n_steps
-        q_base = item.qt * (2 * bq) + wg * bq
+        q_base = item.qt * (consumers * bq) + wg * bq
         if not num_ctas:
           load_q(item)
         else:  # later items' Q was loaded during the previous item
@@ -473,13 +487,15 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         if not overlap_softmax:
           pl.when(n_steps > 0)(
               lambda: plgpu.barrier_wait(k_bars.at[slot_of(0)]))
-          # Consumer 1 starts half a turn late (after consumer 0's first S
-          # GEMM is issued): from here on the two alternate.
-          pl.when(wg == 1)(sync.take_turn)
+          # Consumer c > 0 starts after consumer c - 1's first S GEMM is
+          # issued: from here on the turn goes round.  Each consumer passes
+          # it once per step; the last one's passes are one fewer than the
+          # takes of consumer 0, the others' make up with a pass at the end.
+          pl.when(wg != 0)(sync.take_turn)
           acc, m_i, l_i = run_steps(step, (acc, m_i, l_i))
           load_next_q()
-          pl.when(wg == 0)(sync.pass_turn)  # consumer 1's last take_turn
-          if num_ctas:
+          pl.when(wg != last_wg)(sync.pass_turn)  # the next one's last take
+          if num_ctas:  # two consumers (MosaicConfig)
             # Before consumer 0 passes the turn again (next item's first S
             # GEMM), consumer 1 must have taken this one: a second bar.arrive
             # would complete the barrier without it.  The overlap path below
@@ -488,8 +504,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             pl.when(wg == 0)(sync.take_turn)
         else:
           # Turns cover whole GEMM-issue sections; consumer 0 goes first.
-          # Both consumers share n_steps: with no steps there is no turn.
-          pl.when((wg == 1) & (n_steps > 0))(sync.pass_turn)
+          # All consumers share n_steps: with no steps there is no turn.
+          pl.when((wg == last_wg) & (n_steps > 0))(sync.pass_turn)
           p0 = plgpu.layout_cast(jnp.zeros((bq, bk), dtype), _WGMMA)
           acc, m_i, l_i, p_last = run_steps(overlapped_step,
                                             (acc, m_i, l_i, p0))
@@ -500,7 +516,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             pl.when(n_steps > 1)(lambda: plgpu.barrier_wait(v_bars.at[last]))
             sync.take_turn()
             acc = add_pv(acc, p_last, last)
-            pl.when(wg == 0)(sync.pass_turn)  # consumer 1's last take_turn
+            pl.when(wg != last_wg)(sync.pass_turn)  # the next one's last take
             sync.release(1, last)
             return acc
 
@@ -542,9 +558,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
       for_each_item(run_item)
       plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # smem free: exit
 
-    @pl.when(wg == _CONSUMERS)
+    @pl.when(wg == consumers)
     def _producer():
-      plgpu.set_max_registers(40, action="decrease")
+      plgpu.set_max_registers(_REGISTERS[consumers][1], action="decrease")
 
       def run_item(i, g0):
         item = work_item(i, lengths=False)
@@ -577,24 +593,24 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 
   tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
   smem = (
-      plgpu.SMEM((_CONSUMERS, bq, head_dim), dtype, transforms=tiled),
+      plgpu.SMEM((consumers, bq, head_dim), dtype, transforms=tiled),
       plgpu.SMEM((num_stages, bk, head_dim), dtype, transforms=tiled),
       plgpu.SMEM((num_stages, bk, head_dim), dtype, transforms=tiled),
       # O store slots (persistent only; else O reuses Q's buffer)
-      plgpu.SMEM((_CONSUMERS, out_slots(head_dim), bq, OUT_COLS), dtype,
+      plgpu.SMEM((consumers, out_slots(head_dim), bq, OUT_COLS), dtype,
                  transforms=tiled) if num_ctas else (),
-      plgpu.SMEM((_CONSUMERS, bq), jnp.float32),
+      plgpu.SMEM((consumers, bq), jnp.float32),
   )
   barriers = (
-      plgpu.Barrier(num_barriers=_CONSUMERS),  # Q loaded
+      plgpu.Barrier(num_barriers=consumers),  # Q loaded
       plgpu.Barrier(num_barriers=num_stages),  # K slot loaded
       plgpu.Barrier(num_barriers=num_stages),  # V slot loaded
   )
   if interpret:  # stand-ins for the named barriers (_Sync)
     barriers += (
-        plgpu.Barrier(num_arrivals=_CONSUMERS, num_barriers=num_stages),  # K
-        plgpu.Barrier(num_arrivals=_CONSUMERS, num_barriers=num_stages),  # V
-        plgpu.Barrier(num_barriers=_CONSUMERS),  # turns
+        plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),  # K
+        plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),  # V
+        plgpu.Barrier(num_barriers=consumers),  # turns
     )
   pl.run_scoped(entry, smem, barriers, collective_axes="wg")
 
@@ -661,7 +677,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   _, s, kh, _ = k.shape
   hp, cfg = _config(params, q, k)
   bq, bk = cfg.block_q, cfg.block_kv
-  rows = _CONSUMERS * bq
+  rows = cfg.consumers * bq
   tp, sp = _round_up(t, rows), _round_up(s, bk)
   num_q_tiles, num_kv_tiles = tp // rows, sp // bk
 
@@ -697,7 +713,8 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   kernel = functools.partial(
       _attention_kernel, spec=spec, scale=float(params.scale),
       cap=params.logits_soft_cap, block_q=bq, block_kv=bk,
-      num_stages=cfg.num_stages, num_q_tiles=num_q_tiles, group=n // kh,
+      num_stages=cfg.num_stages, consumers=cfg.consumers,
+      num_q_tiles=num_q_tiles, group=n // kh,
       longest_first=spec.is_causal, masked_first=cfg.masked_first,
       overlap_softmax=cfg.overlap_softmax, interpret=params.interpret)
   # Launch order (MosaicConfig.heads_inner): Mosaic GPU maps the last grid
@@ -723,7 +740,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
                 jax.ShapeDtypeStruct((b, n, tp), jnp.float32)),
       grid=grid,
       grid_names=grid_names,
-      num_threads=_CONSUMERS + 1,
+      num_threads=cfg.consumers + 1,
       thread_name="wg",
       # No automatic warpgroup barriers around shared-memory stores (the only
       # ones are the epilogue's, ordered by commit_smem) and no cross-warp
