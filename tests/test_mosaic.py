@@ -221,8 +221,8 @@ def test_config_table_fits_smem():
 
 def test_config_default_every_tile_masked_takes_the_measured_config():
   assert MosaicConfig.default(128, True).overlap_softmax
-  assert MosaicConfig.default(128, True).persistent
-  masked = MosaicConfig.default(128, True, every_tile_masked=True)
+  assert MosaicConfig.default(128, False).persistent
+  masked = MosaicConfig.default(128, False, every_tile_masked=True)
   assert not masked.overlap_softmax and not masked.persistent
   assert not MosaicConfig.default(64, False).overlap_softmax
 

@@ -144,12 +144,15 @@ class MosaicConfig:
 # * d128 non-causal: persistent (session 3 run 1: S4k 580 vs 566, S16k 612
 #   vs 589).  Not for d64 / d256 non-causal (434-454 vs 435-460, 501 vs
 #   520).
-# * d128 causal: persistent with heads_inner (session 4 run C: S4k 536 vs
-#   510, S16k 610 vs 586 non-persistent).  With the heads outer the rounds
-#   are not sorted by length and some CTAs get ~1.5x the mean work (369 /
-#   405).  Not for d64 causal (374 vs 375, 447 vs 452) nor d256 (heads
-#   inner: a round reads every (batch, head)'s K/V and thrashes L2, 313 vs
-#   407; heads outer: 256).
+# * d128 causal: not persistent.  Persistent with heads_inner (items sorted
+#   longest first, dealt in reversed rounds) wins in interleaved 40 ms
+#   bursts (session 4 run C: S4k 536 vs 510, S16k 610 vs 586) but loses
+#   run back to back for 4 s, where the GPU sits at its power cap: 473 vs
+#   503 and 571 vs 583 TFLOP/s, at 1480 vs 1724 MHz (a round reads every
+#   (batch, head)'s K/V: more HBM traffic, more power).  With the heads
+#   outer the rounds are not sorted by length and some CTAs get ~1.5x the
+#   mean work (369 / 405).  d128 non-causal persistent holds up back to back
+#   (S4k 574 vs 557, S16k 599 vs 602).
 # * d256: block_kv=64, 2 stages (all that fits), ascending order (the JAX /
 #   tokamax order: 8-15% over masked-first before the overlap existed), softmax
 #   overlap on (run 9: N 510-520 vs 497-504, C 409 vs 397).
@@ -159,8 +162,7 @@ _TABLE = {
     (128, False): MosaicConfig(block_q=64, block_kv=128, num_stages=2,
                                overlap_softmax=True, persistent=True),
     (128, True): MosaicConfig(block_q=64, block_kv=128, num_stages=2,
-                              heads_inner=True, overlap_softmax=True,
-                              persistent=True),
+                              overlap_softmax=True),
     (256, False): MosaicConfig(block_q=64, block_kv=64, num_stages=2,
                                masked_first=False, overlap_softmax=True),
     (256, True): MosaicConfig(block_q=64, block_kv=64, num_stages=2,

@@ -1,0 +1,102 @@
+"""Sustained forward throughput: each implementation back to back for a few
+seconds, with the SM clock and board power that nvidia-smi samples meanwhile.
+
+Short interleaved bursts (``mosaic_bench``) finish before the GPU reaches its
+power cap; a training step does not.  At the cap the driver lowers the clock
+of a kernel that draws more power per cycle, so this is the number that
+decides a config.  Usage (GPU machine, tokamax optional):
+
+  python3 benchmarks/sustained.py [--cells d128S4kC,d64S16kN] [--seconds 4]
+      [--variant FIELD=VALUE,...]   (repeatable, as in mosaic_bench)
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import subprocess
+import time
+
+import jax
+import jax.numpy as jnp
+
+from benchmarks import mosaic_bench as mb
+from pallas_flash import masks
+from pallas_flash.mosaic.config import MosaicConfig
+
+
+def cell_name(h, t, causal):
+  return f"d{h}S{t // 1024}k{'C' if causal else 'N'}"
+
+
+def calls(h, t, causal, variants):
+  """{name: jitted f(q, k, v)}: ours (default and variants), tokamax, cuDNN."""
+  b = 16384 // t
+  arrays, spec = mb.full_arrays(b, t, t), masks.MaskSpec(is_causal=causal)
+  out = {}
+  for v in [{}] + variants:
+    cfg = dataclasses.replace(MosaicConfig.default(h, causal, kv_seqlen=t), **v)
+    f = mb.mosaic_fn(spec, h ** -0.5, None, cfg)
+    name = "default" if not v else mb._cfg_name(cfg)
+    out[name] = jax.jit(lambda q, k, v, f=f: f(q, k, v, arrays)[0])
+  if (tk := mb.tokamax_fn(causal)) is not None:
+    out["tokamax"] = tk
+  out["cudnn"] = jax.jit(lambda q, k, v: jax.nn.dot_product_attention(
+      q, k, v, is_causal=causal, implementation="cudnn"))
+  return out
+
+
+def main():
+  ap = argparse.ArgumentParser()
+  ap.add_argument("--cells", default="")
+  ap.add_argument("--seconds", type=float, default=4.0)
+  ap.add_argument("--variant", action="append", default=[])
+  args = ap.parse_args()
+  want = set(filter(None, args.cells.split(",")))
+  variants = [mb.parse_variant(v) for v in args.variant]
+  smi = subprocess.Popen(
+      ["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw",
+       "--format=csv,noheader,nounits", "-lms", "100"],
+      stdout=subprocess.PIPE, text=True)
+  marks = []  # (cell, impl, t_from, t_to, TFLOP/s)
+  for h, t, causal in mb.CELLS:
+    if want and cell_name(h, t, causal) not in want:
+      continue
+    b, n = 16384 // t, 2048 // h
+    ks = jax.random.split(jax.random.key(0), 3)
+    q, k, v = (jax.random.normal(kk, (b, t, n, h), jnp.bfloat16) for kk in ks)
+    flops = 4 * b * n * t * t * h * (0.5 if causal else 1.0)
+    for name, f in calls(h, t, causal, variants).items():
+      jax.block_until_ready(f(q, k, v))  # compile, warm up
+      start, count, t0 = time.time(), 0, time.perf_counter()
+      while time.time() - start < args.seconds:
+        out = f(q, k, v)
+        count += 1
+        if count % 20 == 0:
+          jax.block_until_ready(out)
+      jax.block_until_ready(out)
+      tflops = flops * count / (time.perf_counter() - t0) / 1e12
+      # Clock and power from the second half on, when they have settled.
+      marks.append((cell_name(h, t, causal), name,
+                    start + args.seconds / 2, time.time(), tflops))
+      time.sleep(1.0)
+  smi.terminate()
+  samples = []
+  for line in smi.stdout.read().strip().splitlines():
+    ts, clk, pw = (x.strip() for x in line.split(","))
+    stamp = datetime.datetime.strptime(ts, "%Y/%m/%d %H:%M:%S.%f").timestamp()
+    samples.append((stamp, float(clk), float(pw)))
+  print(f"# {time.strftime('%Y-%m-%d')} {jax.devices()[0].device_kind} "
+        f"jax {jax.__version__}, {args.seconds:g} s back to back each")
+  print("| cell | impl | TFLOP/s | SM MHz | W | TFLOP/s per GHz |")
+  print("|---|---|---|---|---|---|")
+  for cell, name, a, z, tflops in marks:
+    s = [x for x in samples if a <= x[0] <= z] or [(0, float("nan"), 0.0)]
+    mhz = sum(x[1] for x in s) / len(s)
+    watts = sum(x[2] for x in s) / len(s)
+    print(f"| {cell} | {name} | {tflops:.0f} | {mhz:.0f} | {watts:.0f} | "
+          f"{tflops / mhz * 1e3:.0f} |")
+
+
+if __name__ == "__main__":
+  main()
