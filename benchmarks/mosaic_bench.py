@@ -68,6 +68,15 @@ def mosaic_fn(spec, scale, cap=None, config=None, module=mosaic_forward):
   return jax.jit(f)
 
 
+def cell_inputs(h, t, causal):
+  """The workload of a cell: B x T = 16384 tokens, hidden 2048 (N = 2048 / H).
+  Returns (b, n, (q, k, v) bf16 [B, T, N, H], forward FLOPs)."""
+  b, n = 16384 // t, 2048 // h
+  ks = jax.random.split(jax.random.key(t + h), 3)
+  qkv = tuple(jax.random.normal(kk, (b, t, n, h), jnp.bfloat16) for kk in ks)
+  return b, n, qkv, 4 * b * n * t * t * h * (0.5 if causal else 1.0)
+
+
 def full_arrays(b, t, s):
   return masks.MaskArrays(jnp.full((b,), t, jnp.int32),
                           jnp.full((b,), s, jnp.int32))
@@ -124,10 +133,7 @@ def bench(variants, with_tokamax: bool, baselines=(), head_dims=None,
   for h, t, causal in CELLS:
     if head_dims and h not in head_dims:
       continue
-    b, n = 16384 // t, 2048 // h
-    ks = jax.random.split(jax.random.key(t + h), 3)
-    q, k, v = (jax.random.normal(kk, (b, t, n, h), jnp.bfloat16) for kk in ks)
-    flops = 4 * b * n * t * t * h * (0.5 if causal else 1.0)
+    b, n, (q, k, v), flops = cell_inputs(h, t, causal)
     arrays = full_arrays(b, t, t)
     spec = masks.MaskSpec(is_causal=causal)
     row = {"head_dim": h, "seqlen": t, "causal": causal, "batch": b, "heads": n}

@@ -12,33 +12,27 @@ decides a config.  Usage (GPU machine, tokamax optional):
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import subprocess
 import time
 
 import jax
-import jax.numpy as jnp
 
 from benchmarks import mosaic_bench as mb
 from pallas_flash import masks
-from pallas_flash.mosaic.config import MosaicConfig
 
 
 def cell_name(h, t, causal):
   return f"d{h}S{t // 1024}k{'C' if causal else 'N'}"
 
 
-def calls(h, t, causal, variants):
+def calls(h, t, causal, b, variants):
   """{name: jitted f(q, k, v)}: ours (default and variants), tokamax, cuDNN."""
-  b = 16384 // t
   arrays, spec = mb.full_arrays(b, t, t), masks.MaskSpec(is_causal=causal)
   out = {}
-  for v in [{}] + variants:
-    cfg = dataclasses.replace(MosaicConfig.default(h, causal, kv_seqlen=t), **v)
+  for cfg in mb.variant_configs(h, causal, t, variants):
     f = mb.mosaic_fn(spec, h ** -0.5, None, cfg)
-    name = "default" if not v else mb._cfg_name(cfg)
-    out[name] = jax.jit(lambda q, k, v, f=f: f(q, k, v, arrays)[0])
+    out[mb._cfg_name(cfg)] = jax.jit(lambda q, k, v, f=f: f(q, k, v, arrays)[0])
   if (tk := mb.tokamax_fn(causal)) is not None:
     out["tokamax"] = tk
   out["cudnn"] = jax.jit(lambda q, k, v: jax.nn.dot_product_attention(
@@ -62,11 +56,8 @@ def main():
   for h, t, causal in mb.CELLS:
     if want and cell_name(h, t, causal) not in want:
       continue
-    b, n = 16384 // t, 2048 // h
-    ks = jax.random.split(jax.random.key(0), 3)
-    q, k, v = (jax.random.normal(kk, (b, t, n, h), jnp.bfloat16) for kk in ks)
-    flops = 4 * b * n * t * t * h * (0.5 if causal else 1.0)
-    for name, f in calls(h, t, causal, variants).items():
+    b, _, (q, k, v), flops = mb.cell_inputs(h, t, causal)
+    for name, f in calls(h, t, causal, b, variants).items():
       jax.block_until_ready(f(q, k, v))  # compile, warm up
       start, count, t0 = time.time(), 0, time.perf_counter()
       while time.time() - start < args.seconds:

@@ -233,10 +233,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       order: tuple[tuple[str, int], ...], num_ctas: int,
                       interpret: bool):
   """Work items of ``consumers * block_q`` query rows of one (b, n), in the
-  launch
-  ``order`` ((axis name, size), the last axis fastest).  num_ctas == 0: one
-  CTA per item (a grid of ``order``); else a persistent kernel of num_ctas
-  CTAs, CTA c taking items c, c + num_ctas, ... of that order."""
+  launch ``order`` ((axis name, size), the last axis fastest).  num_ctas ==
+  0: one CTA per item (a grid of ``order``); else a persistent kernel of
+  num_ctas CTAs that take the items of that order in rounds (work_item)."""
   refs = list(refs)
   q_seg_ref = kv_seg_ref = mask_ref = None
   if spec.has_segments:
@@ -299,8 +298,11 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
       plgpu.set_max_registers(_REGISTERS[consumers][0], action="increase")
       q_smem = q_smems.at[wg]
 
+      def q_base_of(item: _Item):  # this consumer's first query row
+        return item.qt * (consumers * bq) + wg * bq
+
       def load_q(item: _Item):
-        rows = pl.ds(item.qt * (consumers * bq) + wg * bq, bq)
+        rows = pl.ds(q_base_of(item), bq)
         plgpu.copy_gmem_to_smem(q_ref.at[item.b, rows, item.n], q_smem,
                                 q_bars.at[wg])
 
@@ -333,7 +335,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         """Work item i; its step j uses ring slot (g0 + j) % num_stages."""
         item = work_item(i)
         b, n, n_steps = item.b, item.n, item.n_steps
-        q_base = item.qt * (consumers * bq) + wg * bq
+        q_base = q_base_of(item)
         if not num_ctas:
           load_q(item)
         else:  # later items' Q was loaded during the previous item
@@ -710,13 +712,6 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   if dense is not None:
     operands.append(dense)
 
-  kernel = functools.partial(
-      _attention_kernel, spec=spec, scale=float(params.scale),
-      cap=params.logits_soft_cap, block_q=bq, block_kv=bk,
-      num_stages=cfg.num_stages, consumers=cfg.consumers,
-      num_q_tiles=num_q_tiles, group=n // kh,
-      longest_first=spec.is_causal, masked_first=cfg.masked_first,
-      overlap_softmax=cfg.overlap_softmax, interpret=params.interpret)
   # Launch order (MosaicConfig.heads_inner): Mosaic GPU maps the last grid
   # axis to blockIdx.x, so the last axis varies fastest.
   if cfg.heads_inner:
@@ -727,7 +722,14 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   if cfg.persistent:
     num_items = n * num_q_tiles * b
     num_ctas = min(num_items, 3 if params.interpret else _num_sms())
-  kernel = functools.partial(kernel, order=order, num_ctas=num_ctas)
+  kernel = functools.partial(
+      _attention_kernel, spec=spec, scale=float(params.scale),
+      cap=params.logits_soft_cap, block_q=bq, block_kv=bk,
+      num_stages=cfg.num_stages, consumers=cfg.consumers,
+      num_q_tiles=num_q_tiles, group=n // kh,
+      longest_first=spec.is_causal, masked_first=cfg.masked_first,
+      overlap_softmax=cfg.overlap_softmax, order=order, num_ctas=num_ctas,
+      interpret=params.interpret)
   kernel.__name__ = "pallas_flash_mosaic_fwd"
   if num_ctas:
     grid, grid_names = (num_ctas,), ("cta",)
