@@ -112,7 +112,9 @@ def load_baseline(path):
 def _cfg_name(cfg):
   if cfg is None:
     return "default"
+  group = cfg.head_group_mib if cfg.heads_inner and cfg.persistent else ""
   return (f"bk{cfg.block_kv}s{cfg.num_stages}{'h' if cfg.heads_inner else ''}"
+          f"{group}"
           f"{'M' if cfg.masked_first else 'A'}{'O' if cfg.overlap_softmax else ''}"
           f"{'P' if cfg.persistent else ''}"
           f"{'c3' if cfg.consumers == 3 else ''}")

@@ -84,6 +84,9 @@ CASES = [
     M("persistent, d256 (4 O pieces), heads inner", b=2, h=256, t=256,
       s=128, causal=True, config=MosaicConfig(
           block_kv=64, persistent=True, heads_inner=True)),
+    M("persistent, causal, two groups of two heads (head_group_mib)", b=2,
+      n=4, k=2, t=200, s=130, causal=True, config=MosaicConfig(
+          persistent=True, heads_inner=True, head_group_mib=0.13)),
     # Three consumers: 192-row CTAs, the turn goes round three warpgroups.
     M("3 consumers, lengths with empty rows", b=2, t=300, s=333, causal=True,
       bottom_right=True, q_lengths=(300, 0), kv_lengths=(333, 70),
@@ -137,12 +140,13 @@ SLOW = [
       config=MosaicConfig(consumers=3)),
     M("3 consumers bk192 overlap S1k", t=1024, s=1100, n=4, k=4,
       config=MosaicConfig(block_kv=192, consumers=3, overlap_softmax=True)),
-    # 420 items on 132 CTAs: three rounds, then a partial, reversed fourth.
+    # 420 items on 132 CTAs: three rounds, then a partial, reversed fourth;
+    # 7 groups of 2 heads (1.1 MiB of K/V per head).
     M("persistent causal heads inner 420 items, ragged", b=3, t=1200, s=1300,
       n=14, k=7, h=128, causal=True, bottom_right=True,
       q_lengths=(1200, 1111, 640), kv_lengths=(1300, 1300, 640),
       config=MosaicConfig(heads_inner=True, overlap_softmax=True,
-                          persistent=True)),
+                          persistent=True, head_group_mib=2.5)),
 ]
 
 

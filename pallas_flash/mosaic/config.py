@@ -37,7 +37,12 @@ class MosaicConfig:
       always adjacent.  False: then the q tiles of one head, heads slowest
       (a wave of CTAs reads few heads' K/V, which stay in L2); True: then
       the heads of one q tile, q tiles slowest (with causal masking the
-      longest tiles then run machine-wide first).
+      longest tiles then run first).  Persistent kernels take the heads in
+      groups whose K/V fit ``head_group_mib``, q tiles slowest within a
+      group, so that the tiles running at once share little K/V.
+    head_group_mib: with ``persistent`` and ``heads_inner``, the most K/V
+      bytes (MiB, all batch rows) of one group of heads; at least one head.
+      Hopper's L2 is 50 MB.
     masked_first: visit the kv tiles that need an element-wise mask first
       (one masked and one plain loop body) instead of in ascending order
       (masked, plain, masked: three loop bodies).
@@ -60,6 +65,7 @@ class MosaicConfig:
   num_stages: int = 2
   consumers: int = 2
   heads_inner: bool = False
+  head_group_mib: float = 16
   masked_first: bool = True
   overlap_softmax: bool = False
   persistent: bool = False
@@ -71,6 +77,10 @@ class MosaicConfig:
       raise ValueError(f"block_q={self.block_q} must be 64")
     if self.block_kv not in (64, 128, 192, 256):
       raise ValueError(f"block_kv={self.block_kv} must be 64, 128, 192 or 256")
+    if not (isinstance(self.head_group_mib, (int, float))
+            and self.head_group_mib > 0):
+      raise ValueError(f"head_group_mib={self.head_group_mib} must be a "
+                       "number > 0")
     if self.consumers not in (2, 3):
       raise ValueError(f"consumers={self.consumers} must be 2 or 3")
     if self.consumers == 3 and self.persistent:

@@ -279,9 +279,12 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
       else:
         coords = {name: lax.axis_index(name) for name, _ in order}
       qt = coords["q_tiles"]
+      n = coords["heads"]
+      if "head_groups" in coords:  # heads_inner, persistent: see forward()
+        n = n + coords["head_groups"] * dict(order)["heads"]
       if longest_first:  # causal: the last query tiles see the most keys
         qt = num_q_tiles - 1 - qt
-      return _Item(coords["batch"], coords["heads"], qt, tiles_ref,
+      return _Item(coords["batch"], n, qt, tiles_ref,
                    masked_first, lengths)
 
     def for_each_item(body):
@@ -722,6 +725,17 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   if cfg.persistent:
     num_items = n * num_q_tiles * b
     num_ctas = min(num_items, 3 if params.interpret else _num_sms())
+    if cfg.heads_inner:
+      # Groups of heads whose K/V fit head_group_mib, q tiles slowest within
+      # a group: a round of items then reads few heads' K/V, which L2 holds.
+      # (Without groups every round reads all of it from HBM; at the power
+      # cap that cost the clock 14%, docs/mosaic.md session 4.)
+      kv_bytes = 2 * b * sp * hp * q.dtype.itemsize * kh // n  # per q head
+      per_group = max(1, int(cfg.head_group_mib * 2**20 // kv_bytes))
+      hg = max(d for d in range(1, n + 1) if n % d == 0 and d <= per_group)
+      if hg < n:
+        order = (("head_groups", n // hg), ("q_tiles", num_q_tiles),
+                 ("heads", hg), ("batch", b))
   kernel = functools.partial(
       _attention_kernel, spec=spec, scale=float(params.scale),
       cap=params.logits_soft_cap, block_q=bq, block_kv=bk,
