@@ -140,8 +140,8 @@ SLOW = [
       config=MosaicConfig(consumers=3)),
     M("3 consumers bk192 overlap S1k", t=1024, s=1100, n=4, k=4,
       config=MosaicConfig(block_kv=192, consumers=3, overlap_softmax=True)),
-    # 420 items on 132 CTAs: three rounds, then a partial, reversed fourth;
-    # 7 groups of 2 heads (1.1 MiB of K/V per head).
+    # 420 items of ragged lengths on 132 CTAs, 7 groups of 2 heads (1.1 MiB
+    # of K/V per head).
     M("persistent causal heads inner 420 items, ragged", b=3, t=1200, s=1300,
       n=14, k=7, h=128, causal=True, bottom_right=True,
       q_lengths=(1200, 1111, 640), kv_lengths=(1300, 1300, 640),
@@ -213,6 +213,8 @@ def test_bad_config():
     MosaicConfig(consumers=4)
   with pytest.raises(ValueError, match="persistent"):
     MosaicConfig(consumers=3, persistent=True)
+  with pytest.raises(ValueError, match="head_group_mib"):
+    MosaicConfig(head_group_mib=0)
 
 
 def test_config_table_fits_smem():

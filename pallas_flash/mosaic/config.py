@@ -39,7 +39,7 @@ class MosaicConfig:
       the heads of one q tile, q tiles slowest (with causal masking the
       longest tiles then run first).  Persistent kernels take the heads in
       groups whose K/V fit ``head_group_mib``, q tiles slowest within a
-      group, so that the tiles running at once share little K/V.
+      group, so that the items running at once read few heads' K/V.
     head_group_mib: with ``persistent`` and ``heads_inner``, the most K/V
       bytes (MiB, all batch rows) of one group of heads; at least one head.
       Hopper's L2 is 50 MB.
@@ -50,14 +50,14 @@ class MosaicConfig:
       and run softmax(j) while the P V GEMM is in flight (FA3 Sec. 3.2,
       intra-warpgroup overlap, on top of the ping-pong between the two
       consumers).  Holds one more score tile in registers.
-    persistent: launch one CTA per SM; each loops over work items (q tiles
-      of a (batch, head)) dealt from the launch order in rounds, every other
-      round in reverse, with the K/V ring running on across items and the
+    persistent: launch one CTA per SM; each loops over the work items (q
+      tiles of a (batch, head)) that a trace-time list schedule gave it
+      (``schedule.py``: each item of the launch order to the CTA with the
+      least work so far), with the K/V ring running on across items and the
       next item's Q loaded while the current one finishes (FA3 Sec. 3.1,
       persistent kernel: no CTA launch, prologue or pipeline refill per
       item).  With causal masking use ``heads_inner``: the items are then
-      sorted longest first machine-wide and the reversed rounds pair long
-      with short ones.
+      taken longest first (within groups of heads, ``head_group_mib``).
   """
 
   block_q: int = 64

@@ -33,11 +33,10 @@ Softmax runs in base 2 with the scale folded into the exponent
 longest first so the expensive diagonal-far tiles start early.
 
 A work item is one such CTA's rows.  ``MosaicConfig.persistent`` launches one
-CTA per SM instead (FA3 Sec. 3.1's persistent kernel); the items of the same
-launch order are dealt to them in rounds, every other round in reverse, so
-that items sorted longest first balance.  The K/V ring runs on across items,
-the next item's Q is loaded while the current one finishes, and O leaves
-through its own store slots.
+CTA per SM instead (FA3 Sec. 3.1's persistent kernel), each running the
+items that a trace-time list schedule (``schedule.py``) gave it.  The K/V
+ring runs on across items, the next item's Q is loaded while the current one
+finishes, and O leaves through its own store slots.
 
 Masking is ``pallas_flash.masks``: the wrapper turns ``kv_bounds`` /
 ``tile_range`` (and, with segment ids, ``segment_tile_ranges``) into per-CTA
@@ -63,8 +62,10 @@ import jax.experimental.pallas as pl
 import jax.experimental.pallas.mosaic_gpu as plgpu
 from jax.experimental.mosaic.gpu import utils as mgpu_utils
 import jax.numpy as jnp
+import numpy as np
 
 from pallas_flash import masks
+from pallas_flash.mosaic import schedule
 from pallas_flash.mosaic.config import OUT_COLS, MosaicConfig, out_slots
 from pallas_flash.params import KernelParams
 
@@ -235,8 +236,10 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
   """Work items of ``consumers * block_q`` query rows of one (b, n), in the
   launch ``order`` ((axis name, size), the last axis fastest).  num_ctas ==
   0: one CTA per item (a grid of ``order``); else a persistent kernel of
-  num_ctas CTAs that take the items of that order in rounds (work_item)."""
+  num_ctas CTAs, CTA c running the items listed in row c of the schedule
+  operand (``schedule.list_schedule``)."""
   refs = list(refs)
+  sched_ref = refs.pop(0) if num_ctas else None
   q_seg_ref = kv_seg_ref = mask_ref = None
   if spec.has_segments:
     q_seg_ref, kv_seg_ref = refs.pop(0), refs.pop(0)
@@ -255,24 +258,15 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                  interpret_bars if interpret else None)
     last_wg = consumers - 1
 
-    if num_ctas:  # persistent: the items are dealt in rounds (work_item)
+    if num_ctas:  # persistent: the CTA's row of the schedule
       cta = lax.axis_index("cta")
-      rounds, rest = divmod(math.prod(size for _, size in order), num_ctas)
-      # The last, partial round goes to the first `rest` CTAs of its
-      # direction.
-      extra = cta < rest if rounds % 2 == 0 else cta >= num_ctas - rest
-      num_items = rounds + extra.astype(jnp.int32)
+      num_items = sched_ref[cta, 0]
     else:
       num_items = 1
 
     def work_item(i, lengths: bool = True) -> _Item:
       if num_ctas:
-        # Round i deals items [i * C, (i + 1) * C) of the launch order to the
-        # C CTAs, every other round in reverse (boustrophedon): with the
-        # items sorted longest first (causal, heads_inner) the long and short
-        # items pair up and every CTA gets about the same number of steps.
-        seat = jnp.where(lax.rem(i, 2) == 0, cta, num_ctas - 1 - cta)
-        index, coords = i * num_ctas + seat, {}
+        index, coords = sched_ref[cta, 1 + i], {}
         for name, size in reversed(order):  # the last axis varies fastest
           coords[name] = lax.rem(index, size)
           index = lax.div(index, size)
@@ -706,7 +700,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
     dense = jnp.pad(m, ((0, 0), (0, 0), (0, tp - t), (0, sp - s)))
   tiles = _tile_table(spec, arrays, dense, q_len, kv_len, offset, num_q_tiles,
                       num_kv_tiles, rows, bk)
-  operands = [q, k, v, tiles]
+  operands = [q, k, v, tiles]  # + the persistent schedule, below
   if spec.has_segments:
     operands.append(jnp.pad(arrays.q_segment_ids.astype(jnp.int32),
                             ((0, 0), (0, tp - t)), constant_values=-1))
@@ -727,15 +721,21 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
     num_ctas = min(num_items, 3 if params.interpret else _num_sms())
     if cfg.heads_inner:
       # Groups of heads whose K/V fit head_group_mib, q tiles slowest within
-      # a group: a round of items then reads few heads' K/V, which L2 holds.
-      # (Without groups every round reads all of it from HBM; at the power
-      # cap that cost the clock 14%, docs/mosaic.md session 4.)
+      # a group: the items running at once read few heads' K/V, which L2
+      # holds.  (Without groups they read every head's K/V from HBM; at the
+      # power cap that cost the clock 14%, docs/mosaic.md session 4.)
       kv_bytes = 2 * b * sp * hp * q.dtype.itemsize * kh // n  # per q head
       per_group = max(1, int(cfg.head_group_mib * 2**20 // kv_bytes))
       hg = max(d for d in range(1, n + 1) if n % d == 0 and d <= per_group)
       if hg < n:
         order = (("head_groups", n // hg), ("q_tiles", num_q_tiles),
                  ("heads", hg), ("batch", b))
+    qt = schedule.item_coords(np.arange(num_items), order)["q_tiles"]
+    if spec.is_causal:  # longest first, as in the kernel's work_item
+      qt = num_q_tiles - 1 - qt
+    steps = schedule.q_tile_steps(spec, t, s, rows, bk, num_q_tiles)
+    operands.insert(4, jnp.asarray(
+        schedule.list_schedule(steps[qt], num_ctas)))
   kernel = functools.partial(
       _attention_kernel, spec=spec, scale=float(params.scale),
       cap=params.logits_soft_cap, block_q=bq, block_kv=bk,

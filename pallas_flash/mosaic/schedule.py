@@ -1,0 +1,72 @@
+"""Static schedule of the persistent Mosaic GPU forward.
+
+``MosaicConfig.persistent`` launches one CTA per SM (FA3, Shah et al. 2024,
+Sec. 3.1, persistent kernel).  Which CTA runs which work item (the q tiles of
+one (batch, head), ``forward._Item``) is decided here, at trace time, by list
+scheduling: the items, taken in the launch order, each go to the CTA with
+the least work so far (with the items sorted longest first this is Graham's
+LPT rule).  Each CTA runs its items in the order they were given to it, so
+CTAs work on neighbouring items of the launch order at the same time, and a
+launch order that keeps a few heads together keeps their K/V in L2.
+
+An item's work is its number of kv tiles with full lengths (the
+``pallas_flash.masks`` bounds of the kernel's tile table) plus a fixed cost.
+Per-batch lengths, segment ids and dense masks are only known at run time;
+they change the balance, never the result.
+"""
+from __future__ import annotations
+
+import heapq
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pallas_flash import masks
+
+# Work of an item beyond its kv tiles, in kv tiles: Q load, epilogue, O store.
+ITEM_COST = 1.0
+
+
+def q_tile_steps(spec: masks.MaskSpec, t: int, s: int, rows: int,
+                 block_kv: int, num_q_tiles: int) -> np.ndarray:
+  """[num_q_tiles] kv tiles visited by each q tile of ``rows`` rows when
+  q_len = t and kv_len = s (positional masks only)."""
+  with jax.ensure_compile_time_eval():
+    q_len, kv_len = jnp.array([t], jnp.int32), jnp.array([s], jnp.int32)
+    offset = masks.diagonal_offset(spec, q_len, kv_len)
+    q_start = jnp.arange(num_q_tiles, dtype=jnp.int32)[None, :] * rows
+    q_end = jnp.minimum(q_start + rows, t)
+    bounds = masks.kv_bounds(spec, q_start, q_end, kv_len[:, None],
+                             offset[:, None])
+    first, last, _, _ = masks.tile_range(*bounds, block_kv)
+    steps = np.asarray(last - first, np.int64)  # [1, 1] without causal
+    return np.broadcast_to(steps, (1, num_q_tiles))[0]
+
+
+def item_coords(index: np.ndarray, order) -> dict[str, np.ndarray]:
+  """Launch-order item index -> {axis name: coordinate}; ``order`` is
+  ((name, size), ...) with the last axis varying fastest."""
+  coords = {}
+  for name, size in reversed(order):
+    coords[name] = index % size
+    index = index // size
+  return coords
+
+
+def list_schedule(work: np.ndarray, num_ctas: int) -> np.ndarray:
+  """[num_ctas, 1 + most items] int32: column 0 a CTA's item count, then its
+  items (indices into ``work``) in the order it runs them, -1 after.  Item i
+  goes to the CTA with the least work so far, ties to the lowest CTA."""
+  heap = [(0.0, c) for c in range(num_ctas)]
+  items = [[] for _ in range(num_ctas)]
+  for i, w in enumerate(work.tolist()):
+    load, c = heapq.heappop(heap)
+    items[c].append(i)
+    heapq.heappush(heap, (load + w + ITEM_COST, c))
+  width = 1 + max(len(x) for x in items)
+  table = np.full((num_ctas, width), -1, np.int32)
+  for c, x in enumerate(items):
+    table[c, 0] = len(x)
+    table[c, 1:1 + len(x)] = x
+  return table
