@@ -65,7 +65,7 @@ class MosaicConfig:
   num_stages: int = 2
   consumers: int = 2
   heads_inner: bool = False
-  head_group_mib: float = 16
+  head_group_mib: float = 4
   masked_first: bool = True
   overlap_softmax: bool = False
   persistent: bool = False
@@ -154,25 +154,32 @@ class MosaicConfig:
 # * d128 non-causal: persistent (session 3 run 1: S4k 580 vs 566, S16k 612
 #   vs 589).  Not for d64 / d256 non-causal (434-454 vs 435-460, 501 vs
 #   520).
-# * d128 causal: not persistent.  Persistent with heads_inner (items sorted
-#   longest first, dealt in reversed rounds) wins in interleaved 40 ms
-#   bursts (session 4 run C: S4k 536 vs 510, S16k 610 vs 586) but loses
-#   run back to back for 4 s, where the GPU sits at its power cap: 473 vs
-#   503 and 571 vs 583 TFLOP/s, at 1480 vs 1724 MHz (a round reads every
-#   (batch, head)'s K/V: more HBM traffic, more power).  With the heads
-#   outer the rounds are not sorted by length and some CTAs get ~1.5x the
-#   mean work (369 / 405).  d128 non-causal persistent holds up back to back
-#   (S4k 574 vs 557, S16k 599 vs 602).
+# * causal (d64 and d128): persistent with heads_inner, the items of groups
+#   of heads whose K/V fit 4 MiB taken longest first and list-scheduled
+#   (schedule.py).  Run back to back for 3 s x 2 rounds at the ~690 W power
+#   cap (session 5, sustained.py): d128 S4k 531 vs 499 non-persistent,
+#   S16k 607 vs 581; d64 S4k 383 vs 372, S16k 445 vs 447.  Groups of 16 MiB:
+#   523 / 606 / 384 / 445; no groups (every head's K/V read at once, from
+#   HBM): 471 / 577 / 337 / 420 with the clock down from ~1650-1900 to
+#   1455-1758 MHz.  (Session 4 dealt the items in reversed rounds instead
+#   of by list scheduling; with head groups that left CTAs 1.3-1.6x the
+#   mean work.)
+# * d128 non-causal persistent holds up back to back (S4k 564 vs 553-556,
+#   S16k 597 vs 592-593, session 5; the overlap off loses too).
+# * d256 persistent loses back to back (session 5: N 468-471 vs 488, C
+#   378-384 vs 394).
 # * d256: block_kv=64, 2 stages (all that fits), ascending order (the JAX /
 #   tokamax order: 8-15% over masked-first before the overlap existed), softmax
 #   overlap on (run 9: N 510-520 vs 497-504, C 409 vs 397).
 _TABLE = {
     (64, False): MosaicConfig(block_q=64, block_kv=256, num_stages=2),
-    (64, True): MosaicConfig(block_q=64, block_kv=128, num_stages=2),
+    (64, True): MosaicConfig(block_q=64, block_kv=128, num_stages=2,
+                             heads_inner=True, persistent=True),
     (128, False): MosaicConfig(block_q=64, block_kv=128, num_stages=2,
                                overlap_softmax=True, persistent=True),
     (128, True): MosaicConfig(block_q=64, block_kv=128, num_stages=2,
-                              overlap_softmax=True),
+                              heads_inner=True, overlap_softmax=True,
+                              persistent=True),
     (256, False): MosaicConfig(block_q=64, block_kv=64, num_stages=2,
                                masked_first=False, overlap_softmax=True),
     (256, True): MosaicConfig(block_q=64, block_kv=64, num_stages=2,
