@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import subprocess
+import tempfile
 import time
 
 import jax
@@ -54,11 +55,14 @@ def main():
   args = ap.parse_args()
   want = set(filter(None, args.cells.split(",")))
   variants = [mb.parse_variant(v) for v in args.variant]
+  # nvidia-smi writes to a file: into an unread pipe it would block once the
+  # pipe is full (about two minutes of samples) and sample nothing more.
+  smi_log = tempfile.TemporaryFile("w+")
   smi = subprocess.Popen(
       ["nvidia-smi",
        "--query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu",
        "--format=csv,noheader,nounits", "-lms", "100"],
-      stdout=subprocess.PIPE, text=True)
+      stdout=smi_log, text=True)
   marks = []  # (cell, impl, t_from, t_to, TFLOP/s)
   for h, t, causal in mb.CELLS:
     if want and cell_name(h, t, causal) not in want:
@@ -84,8 +88,10 @@ def main():
                       start + args.seconds / 2, time.time(), tflops))
         time.sleep(1.0)
   smi.terminate()
+  smi.wait()
+  smi_log.seek(0)
   samples = []
-  for line in smi.stdout.read().strip().splitlines():
+  for line in smi_log.read().strip().splitlines():
     ts, *vals = (x.strip() for x in line.split(","))
     stamp = datetime.datetime.strptime(ts, "%Y/%m/%d %H:%M:%S.%f").timestamp()
     samples.append((stamp, *map(float, vals)))
