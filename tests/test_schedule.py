@@ -63,3 +63,7 @@ def test_list_schedule_equal_items_go_round_robin():
   np.testing.assert_array_equal(table[:, 0], [3, 3, 2, 2])
   np.testing.assert_array_equal(table[0, 1:], [0, 4, 8])
   np.testing.assert_array_equal(table[3, 1:], [3, 7, -1])
+  # The same as list scheduling them one by one (ties to the lowest CTA).
+  nearly = np.full(10, 3.0)
+  nearly[-1] += 1e-9
+  np.testing.assert_array_equal(schedule.list_schedule(nearly, 4), table)

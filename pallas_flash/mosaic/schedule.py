@@ -58,12 +58,15 @@ def list_schedule(work: np.ndarray, num_ctas: int) -> np.ndarray:
   """[num_ctas, 1 + most items] int32: column 0 a CTA's item count, then its
   items (indices into ``work``) in the order it runs them, -1 after.  Item i
   goes to the CTA with the least work so far, ties to the lowest CTA."""
-  heap = [(0.0, c) for c in range(num_ctas)]
-  items = [[] for _ in range(num_ctas)]
-  for i, w in enumerate(work.tolist()):
-    load, c = heapq.heappop(heap)
-    items[c].append(i)
-    heapq.heappush(heap, (load + w + ITEM_COST, c))
+  if (work == work[0]).all():  # equal items go round robin: i to i % C
+    items = [list(range(c, len(work), num_ctas)) for c in range(num_ctas)]
+  else:
+    heap = [(0.0, c) for c in range(num_ctas)]
+    items = [[] for _ in range(num_ctas)]
+    for i, w in enumerate(work.tolist()):
+      load, c = heapq.heappop(heap)
+      items[c].append(i)
+      heapq.heappush(heap, (load + w + ITEM_COST, c))
   width = 1 + max(len(x) for x in items)
   table = np.full((num_ctas, width), -1, np.int32)
   for c, x in enumerate(items):
