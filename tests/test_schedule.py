@@ -11,9 +11,9 @@ def _causal_work(b, n, t, rows=128, bk=128, groups=1):
   """Launch-order work of a causal cell: groups of heads, q tiles longest
   first, then the group's heads, then batch (forward's persistent order)."""
   qt = t // rows
-  order = (("head_groups", groups), ("q_tiles", qt), ("heads", n // groups),
-           ("batch", b))
-  q = qt - 1 - schedule.item_coords(np.arange(b * n * qt), order)["q_tiles"]
+  order = schedule.launch_order(b, n, qt, True, n // groups)
+  coords = schedule.decode(np.arange(b * n * qt), order)
+  _, _, q = schedule.item_of(coords, order, qt, longest_first=True)
   spec = masks.MaskSpec(is_causal=True)
   return schedule.q_tile_steps(spec, t, t, rows, bk, qt)[q]
 
@@ -67,3 +67,13 @@ def test_list_schedule_equal_items_go_round_robin():
   nearly = np.full(10, 3.0)
   nearly[-1] += 1e-9
   np.testing.assert_array_equal(schedule.list_schedule(nearly, 4), table)
+
+
+def test_heads_per_group_is_a_divisor_within_the_budget():
+  mib = 2**20
+  assert schedule.heads_per_group(14, mib, 2.5) == 2  # 3 fit, 2 divides 14
+  assert schedule.heads_per_group(16, 8 * mib, 4) == 1  # one head over budget
+  assert schedule.heads_per_group(32, mib // 4, 4) == 16
+  assert schedule.launch_order(2, 14, 5, True, 2) == (
+      ("head_groups", 7), ("q_tiles", 5), ("heads", 2), ("batch", 2))
+  assert schedule.launch_order(2, 14, 5, True, 14)[0] == ("q_tiles", 5)

@@ -266,20 +266,12 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 
     def work_item(i, lengths: bool = True) -> _Item:
       if num_ctas:
-        index, coords = sched_ref[cta, 1 + i], {}
-        for name, size in reversed(order):  # the last axis varies fastest
-          coords[name] = lax.rem(index, size)
-          index = lax.div(index, size)
+        coords = schedule.decode(sched_ref[cta, 1 + i], order, lax.rem,
+                                 lax.div)
       else:
         coords = {name: lax.axis_index(name) for name, _ in order}
-      qt = coords["q_tiles"]
-      n = coords["heads"]
-      if "head_groups" in coords:  # heads_inner, persistent: see forward()
-        n = n + coords["head_groups"] * dict(order)["heads"]
-      if longest_first:  # causal: the last query tiles see the most keys
-        qt = num_q_tiles - 1 - qt
-      return _Item(coords["batch"], n, qt, tiles_ref,
-                   masked_first, lengths)
+      b, n, qt = schedule.item_of(coords, order, num_q_tiles, longest_first)
+      return _Item(b, n, qt, tiles_ref, masked_first, lengths)
 
     def for_each_item(body):
       """body(item index, ring steps so far) -> ring steps so far; step g of
@@ -709,30 +701,22 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   if dense is not None:
     operands.append(dense)
 
-  # Launch order (MosaicConfig.heads_inner): Mosaic GPU maps the last grid
-  # axis to blockIdx.x, so the last axis varies fastest.
-  if cfg.heads_inner:
-    order = (("q_tiles", num_q_tiles), ("heads", n), ("batch", b))
-  else:
-    order = (("heads", n), ("q_tiles", num_q_tiles), ("batch", b))
-  num_ctas = 0
+  num_items = n * num_q_tiles * b
+  num_ctas = 0  # persistent: one CTA per SM
   if cfg.persistent:
-    num_items = n * num_q_tiles * b
     num_ctas = min(num_items, 3 if params.interpret else _num_sms())
-    if cfg.heads_inner:
-      # Groups of heads whose K/V fit head_group_mib, q tiles slowest within
-      # a group: the items running at once read few heads' K/V, which L2
-      # holds.  (Without groups they read every head's K/V from HBM; at the
-      # power cap that cost the clock 14%, docs/mosaic.md session 4.)
-      kv_bytes = 2 * b * sp * hp * q.dtype.itemsize * kh // n  # per q head
-      per_group = max(1, int(cfg.head_group_mib * 2**20 // kv_bytes))
-      hg = max(d for d in range(1, n + 1) if n % d == 0 and d <= per_group)
-      if hg < n:
-        order = (("head_groups", n // hg), ("q_tiles", num_q_tiles),
-                 ("heads", hg), ("batch", b))
-    qt = schedule.item_coords(np.arange(num_items), order)["q_tiles"]
-    if spec.is_causal:  # longest first, as in the kernel's work_item
-      qt = num_q_tiles - 1 - qt
+  hg = n  # heads per group of the launch order
+  if num_ctas and cfg.heads_inner:
+    # Groups of heads whose K/V fit head_group_mib, q tiles slowest within
+    # a group: the items running at once read few heads' K/V, which L2
+    # holds.  (Without groups they read every head's K/V from HBM; at the
+    # power cap that cost the clock 14%, docs/mosaic.md session 4.)
+    kv_bytes = 2 * b * sp * hp * q.dtype.itemsize * kh // n  # per q head
+    hg = schedule.heads_per_group(n, kv_bytes, cfg.head_group_mib)
+  order = schedule.launch_order(b, n, num_q_tiles, cfg.heads_inner, hg)
+  if num_ctas:  # each CTA's items (schedule.py), work from the masks
+    _, _, qt = schedule.item_of(schedule.decode(np.arange(num_items), order),
+                                order, num_q_tiles, spec.is_causal)
     steps = schedule.q_tile_steps(spec, t, s, rows, bk, num_q_tiles)
     operands.insert(4, jnp.asarray(
         schedule.list_schedule(steps[qt], num_ctas)))

@@ -17,6 +17,7 @@ they change the balance, never the result.
 from __future__ import annotations
 
 import heapq
+import operator
 
 import jax
 import jax.numpy as jnp
@@ -44,14 +45,50 @@ def q_tile_steps(spec: masks.MaskSpec, t: int, s: int, rows: int,
     return np.broadcast_to(steps, (1, num_q_tiles))[0]
 
 
-def item_coords(index: np.ndarray, order) -> dict[str, np.ndarray]:
-  """Launch-order item index -> {axis name: coordinate}; ``order`` is
-  ((name, size), ...) with the last axis varying fastest."""
+def launch_order(b: int, n: int, num_q_tiles: int, heads_inner: bool,
+                 heads_per_group: int):
+  """The work items' launch order, ((axis name, size), ...) with the last
+  axis varying fastest (Mosaic GPU maps the last grid axis to blockIdx.x):
+  batch rows fastest, then (``heads_inner``) the heads of one q tile, q tiles
+  slowest, or else the q tiles of one head, heads slowest.  With
+  ``heads_per_group`` < n (persistent, heads_inner) the heads go in groups of
+  that many, q tiles slowest within a group."""
+  if not heads_inner:
+    return (("heads", n), ("q_tiles", num_q_tiles), ("batch", b))
+  if heads_per_group < n:
+    return (("head_groups", n // heads_per_group), ("q_tiles", num_q_tiles),
+            ("heads", heads_per_group), ("batch", b))
+  return (("q_tiles", num_q_tiles), ("heads", n), ("batch", b))
+
+
+def heads_per_group(n: int, kv_bytes_per_head: int, group_mib: float) -> int:
+  """The most heads, a divisor of n and at least 1, whose K/V take at most
+  ``group_mib`` MiB (MosaicConfig.head_group_mib)."""
+  most = max(1, int(group_mib * 2**20 // kv_bytes_per_head))
+  return max(d for d in range(1, n + 1) if n % d == 0 and d <= most)
+
+
+def decode(index, order, rem=operator.mod, div=operator.floordiv):
+  """Launch-order item index -> {axis name: coordinate}.  numpy by default;
+  the kernel passes ``lax.rem`` / ``lax.div``."""
   coords = {}
-  for name, size in reversed(order):
-    coords[name] = index % size
-    index = index // size
+  for name, size in reversed(order):  # the last axis varies fastest
+    coords[name] = rem(index, size)
+    index = div(index, size)
   return coords
+
+
+def item_of(coords, order, num_q_tiles: int, longest_first: bool):
+  """(batch row, head, q tile) of the item at launch-order ``coords`` (numpy
+  or traced): with ``longest_first`` (causal: the last query tiles see the
+  most keys) the q tiles count down."""
+  qt = coords["q_tiles"]
+  n = coords["heads"]
+  if "head_groups" in coords:
+    n = n + coords["head_groups"] * dict(order)["heads"]
+  if longest_first:
+    qt = num_q_tiles - 1 - qt
+  return coords["batch"], n, qt
 
 
 def list_schedule(work: np.ndarray, num_ctas: int) -> np.ndarray:
