@@ -120,6 +120,25 @@ def _cfg_name(cfg):
           f"{'c3' if cfg.consumers == 3 else ''}")
 
 
+def cell_calls(h, t, causal, b, variants, with_tokamax: bool, baselines=()):
+  """{name: jitted f(q, k, v) -> out} of one cell: cuDNN, ours (the default
+  config and each variant that fits in shared memory), saved baselines and,
+  when importable, tokamax."""
+  arrays, spec = full_arrays(b, t, t), masks.MaskSpec(is_causal=causal)
+  calls = {"cudnn": jax.jit(lambda q, k, v: jax.nn.dot_product_attention(
+      q, k, v, is_causal=causal, implementation="cudnn"))}
+  ours = [(f"mosaic[{_cfg_name(cfg)}]", mosaic_fn(spec, h ** -0.5, None, cfg))
+          for cfg in variant_configs(h, causal, t, variants)
+          if cfg is None or cfg.smem_bytes(h) <= 227 * 1024]
+  ours += [(f"baseline[{name}]", mosaic_fn(spec, h ** -0.5, module=module))
+           for name, module in baselines]
+  for name, f in ours:
+    calls[name] = jax.jit(lambda q, k, v, f=f: f(q, k, v, arrays)[0])
+  if with_tokamax and (tk := tokamax_fn(causal)) is not None:
+    calls["tokamax"] = tk
+  return calls
+
+
 def bench(variants, with_tokamax: bool, baselines=(), head_dims=None,
           reps=15, min_ms=40.0):
   """Per cell: every implementation compiled and warmed, then timed in
@@ -139,28 +158,14 @@ def bench(variants, with_tokamax: bool, baselines=(), head_dims=None,
     arrays = full_arrays(b, t, t)
     spec = masks.MaskSpec(is_causal=causal)
     row = {"head_dim": h, "seqlen": t, "causal": causal, "batch": b, "heads": n}
-    calls = {}  # name -> jitted f(q, k, v)
-
-    def add(name, f):
+    calls = {}  # name -> (jitted f, (q, k, v)): those that compiled
+    for name, f in cell_calls(h, t, causal, b, variants, with_tokamax,
+                              baselines).items():
       try:
         jax.block_until_ready(f(q, k, v))  # compile + warm up
         calls[name] = (f, (q, k, v))
       except Exception as e:  # report and go on: one run covers all cells
         log(f"{name} failed: {type(e).__name__}: {str(e)[:300]}")
-
-    add("cudnn", jax.jit(lambda q, k, v: jax.nn.dot_product_attention(
-        q, k, v, is_causal=causal, implementation="cudnn")))
-    for cfg in variant_configs(h, causal, t, variants):
-      if cfg is None or cfg.smem_bytes(h) <= 227 * 1024:
-        f = mosaic_fn(spec, h ** -0.5, None, cfg)
-        add(f"mosaic[{_cfg_name(cfg)}]",
-            jax.jit(lambda q, k, v, f=f: f(q, k, v, arrays)[0]))
-    for name, module in baselines:
-      f = mosaic_fn(spec, h ** -0.5, module=module)
-      add(f"baseline[{name}]",
-          jax.jit(lambda q, k, v, f=f: f(q, k, v, arrays)[0]))
-    if with_tokamax and (tk := tokamax_fn(causal)) is not None:
-      add("tokamax", tk)
 
     times = time_interleaved(calls, reps=reps, sample_s=min_ms / 1e3)
     for name, (sec, _, _) in times.items():

@@ -25,25 +25,10 @@ import time
 import jax
 
 from benchmarks import mosaic_bench as mb
-from pallas_flash import masks
 
 
 def cell_name(h, t, causal):
   return f"d{h}S{t // 1024}k{'C' if causal else 'N'}"
-
-
-def calls(h, t, causal, b, variants):
-  """{name: jitted f(q, k, v)}: ours (default and variants), tokamax, cuDNN."""
-  arrays, spec = mb.full_arrays(b, t, t), masks.MaskSpec(is_causal=causal)
-  out = {}
-  for cfg in mb.variant_configs(h, causal, t, variants):
-    f = mb.mosaic_fn(spec, h ** -0.5, None, cfg)
-    out[mb._cfg_name(cfg)] = jax.jit(lambda q, k, v, f=f: f(q, k, v, arrays)[0])
-  if (tk := mb.tokamax_fn(causal)) is not None:
-    out["tokamax"] = tk
-  out["cudnn"] = jax.jit(lambda q, k, v: jax.nn.dot_product_attention(
-      q, k, v, is_causal=causal, implementation="cudnn"))
-  return out
 
 
 def main():
@@ -68,7 +53,7 @@ def main():
     if want and cell_name(h, t, causal) not in want:
       continue
     b, _, (q, k, v), flops = mb.cell_inputs(h, t, causal)
-    fns = calls(h, t, causal, b, variants)
+    fns = mb.cell_calls(h, t, causal, b, variants, with_tokamax=True)
     for f in fns.values():
       jax.block_until_ready(f(q, k, v))  # compile, warm up
     for r in range(args.rounds):
