@@ -1,6 +1,8 @@
 """custom_vjp wiring of the kernel path (FlashAttention-2, Alg. 1 forward and
 Alg. 2 backward).  Residuals are q, k, v, out and lse only: O(N) memory; the
-backward recomputes the score tiles from the saved lse.
+backward recomputes the score tiles from the saved lse.  The backward runs
+on the forward's backend where that backend has one for the input (Mosaic
+GPU on Hopper), else on the Pallas-Triton kernels.
 """
 from __future__ import annotations
 
@@ -45,10 +47,22 @@ def _flash_fwd(params, q, k, v, arrays):
   return (out, lse), (q, k, v, arrays, out, lse)
 
 
+def _backward_impl(params: KernelParams, q, k, v):
+  if params.forward == "mosaic":
+    from pallas_flash.mosaic import backward as mosaic_backward  # Hopper only
+    try:
+      mosaic_backward.check_supported(params, q, k, v)
+      return mosaic_backward.backward
+    except NotImplementedError:  # e.g. head_dim > 128
+      pass
+  return triton_backward.backward
+
+
 def _flash_bwd(params, residuals, cotangents):
   q, k, v, arrays, out, lse = residuals
   d_out, _ = cotangents  # lse is returned under stop_gradient, as in jax.nn
-  dq, dk, dv = triton_backward.backward(q, k, v, arrays, out, lse, d_out, params)
+  dq, dk, dv = _backward_impl(params, q, k, v)(q, k, v, arrays, out, lse,
+                                                d_out, params)
   return dq, dk, dv, None
 
 

@@ -50,6 +50,8 @@ class MosaicConfig:
       and run softmax(j) while the P V GEMM is in flight (FA3 Sec. 3.2,
       intra-warpgroup overlap, on top of the ping-pong between the two
       consumers).  Holds one more score tile in registers.
+    backward: tiles of the Mosaic GPU backward (``MosaicBackwardConfig``);
+      None takes ``MosaicBackwardConfig.default``.
     persistent: launch one CTA per SM; each loops over the work items (q
       tiles of a (batch, head)) that a trace-time list schedule gave it
       (``schedule.py``: each item of the launch order to the CTA with the
@@ -69,6 +71,7 @@ class MosaicConfig:
   masked_first: bool = True
   overlap_softmax: bool = False
   persistent: bool = False
+  backward: "MosaicBackwardConfig | None" = None  # None: its table default
 
   def __post_init__(self):
     if self.block_q != 64:
@@ -185,3 +188,57 @@ _TABLE = {
     (256, True): MosaicConfig(block_q=64, block_kv=64, num_stages=2,
                               masked_first=False, overlap_softmax=True),
 }
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MosaicBackwardConfig:
+  """Blocks of the Mosaic GPU backward (``backward.py``: a dK/dV kernel and a
+  dQ kernel, each with one producer and ``consumers`` warpgroups).
+
+  Attributes:
+    block_kv_dkv: key rows per consumer warpgroup of the dK/dV kernel (a CTA
+      holds ``consumers`` of them); its dK and dV accumulators are
+      [block_kv_dkv, H] f32 in registers.
+    block_q_dkv: query rows per step of the dK/dV kernel (one TMA copy each
+      of Q and dO into the ring).
+    block_q_dq: query rows per consumer warpgroup of the dQ kernel.
+    block_kv_dq: key rows per step of the dQ kernel (one TMA copy each of K
+      and V into the ring).
+    num_stages: depth of both kernels' shared-memory rings.
+    consumers: consumer warpgroups per CTA (2).
+    masked_first: visit the tiles that need an element-wise mask first.
+  """
+
+  block_kv_dkv: int = 64
+  block_q_dkv: int = 64
+  block_q_dq: int = 64
+  block_kv_dq: int = 64
+  num_stages: int = 2
+  consumers: int = 2
+  masked_first: bool = True
+
+  def __post_init__(self):
+    for name in ("block_kv_dkv", "block_q_dq"):
+      if getattr(self, name) != 64:  # one wgmma M-tile per warpgroup
+        raise ValueError(f"{name}={getattr(self, name)} must be 64")
+    for name in ("block_q_dkv", "block_kv_dq"):
+      if getattr(self, name) not in (64, 128):
+        raise ValueError(f"{name}={getattr(self, name)} must be 64 or 128")
+    if self.consumers != 2:
+      raise ValueError(f"consumers={self.consumers} must be 2")
+    if not (isinstance(self.num_stages, int) and 2 <= self.num_stages <= 5):
+      raise ValueError(f"num_stages={self.num_stages} must be an int in "
+                       "[2, 5]")
+
+  def smem_bytes(self, head_dim: int, itemsize: int = 2) -> int:
+    """Shared memory of the larger of the two kernels."""
+    c, st = self.consumers, self.num_stages
+    dkdv = 2 * (c * self.block_kv_dkv + st * self.block_q_dkv)
+    dq = 2 * (c * self.block_q_dq + st * self.block_kv_dq)
+    return max(dkdv, dq) * head_dim * itemsize + 1024
+
+  @classmethod
+  def default(cls, head_dim: int, causal: bool) -> "MosaicBackwardConfig":
+    """The entry for a (padded) head dim <= 128; see docs/mosaic.md."""
+    del head_dim, causal
+    return cls()

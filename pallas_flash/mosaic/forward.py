@@ -195,7 +195,7 @@ class _Sync:
 
 class _Item:
   """One work item: rows [qt * C * block_q, (qt + 1) * C * block_q) of head
-  n of batch row b, with its kv tile bounds and lengths (``_tile_table``).
+  n of batch row b, with its kv tile bounds and lengths (``tile_table``).
 
   Visiting order (producer and consumers agree on it): with ``masked_first``
   the edge tiles that need a mask (leading, then trailing), then the full
@@ -611,47 +611,62 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 # --------------------------------------------------------------------------
 
 
-def _tile_table(spec: masks.MaskSpec, arrays: masks.MaskArrays, dense, q_len,
-                kv_len, offset, num_q_tiles: int, num_kv_tiles: int,
-                rows: int, block_kv: int):
-  """[B, num_q_tiles, 8] int32: (first, full_first, full_last, last) kv
-  tiles, then (q_len, kv_len, diagonal offset, 0) of the batch row.
+def tile_table(spec: masks.MaskSpec, arrays: masks.MaskArrays, dense, q_len,
+               kv_len, offset, num_tiles: int, num_other_tiles: int,
+               rows: int, block: int, kv_major: bool = False):
+  """[B, num_tiles, 8] int32: for each work item of ``rows`` rows, the
+  (first, full_first, full_last, last) tiles of ``block`` rows along the
+  other axis, then (q_len, kv_len, diagonal offset, 0) of the batch row.
 
+  Query-major (the forward, the dQ pass): items are q tiles, the loop runs
+  over kv tiles (``masks.kv_bounds``).  ``kv_major`` (the dK/dV pass): items
+  are kv tiles, the loop runs over q tiles (``masks.q_bounds``).
   Tiles in [first, full_first) and [full_last, last) get the element-wise
   mask; [full_first, full_last) none; tiles outside [first, last) are skipped.
   One array, so that XLA computes it in one small fusion before the kernel
   (each extra launch costs microseconds, a visible share of a short call).
   """
-  q_start = jnp.arange(num_q_tiles, dtype=jnp.int32)[None, :] * rows  # [1, Qt]
-  q_end = jnp.minimum(q_start + rows, q_len[:, None])  # [B, Qt]
-  lo, hi, full_lo, full_hi = masks.kv_bounds(
-      spec, q_start, q_end, kv_len[:, None], offset[:, None])
-  first, last, full_first, full_last = masks.tile_range(
-      lo, hi, full_lo, full_hi, block_kv)
-  overlap = None  # [B or 1, Qt, Kt]: may the tile hold a visible pair?
+  start = jnp.arange(num_tiles, dtype=jnp.int32)[None, :] * rows  # [1, I]
+  own_len = kv_len if kv_major else q_len
+  end = jnp.minimum(start + rows, own_len[:, None])  # [B, I]
+  if kv_major:
+    bounds = masks.q_bounds(spec, start, end, q_len[:, None], kv_len[:, None],
+                            offset[:, None])
+  else:
+    bounds = masks.kv_bounds(spec, start, end, kv_len[:, None],
+                             offset[:, None])
+  first, last, full_first, full_last = masks.tile_range(*bounds, block)
+  overlap = None  # [B or 1, I, J]: may the pair of tiles hold a visible pair?
   if spec.has_segments:
-    # Skip leading / trailing kv tiles that share no segment with the q tile.
-    q_lo, q_hi = masks.segment_tile_ranges(arrays.q_segment_ids, rows)
-    k_lo, k_hi = masks.segment_tile_ranges(arrays.kv_segment_ids, block_kv)
-    q_lo, q_hi = q_lo[:, :num_q_tiles], q_hi[:, :num_q_tiles]
-    k_lo, k_hi = k_lo[:, :num_kv_tiles], k_hi[:, :num_kv_tiles]
-    overlap = ((k_lo[:, None, :] <= q_hi[:, :, None])
-               & (q_lo[:, :, None] <= k_hi[:, None, :]))
+    # Skip leading / trailing tiles that share no segment with the item.
+    own, other = arrays.q_segment_ids, arrays.kv_segment_ids
+    if kv_major:
+      own, other = other, own
+    i_lo, i_hi = masks.segment_tile_ranges(own, rows)
+    j_lo, j_hi = masks.segment_tile_ranges(other, block)
+    i_lo, i_hi = i_lo[:, :num_tiles], i_hi[:, :num_tiles]
+    j_lo, j_hi = j_lo[:, :num_other_tiles], j_hi[:, :num_other_tiles]
+    overlap = ((j_lo[:, None, :] <= i_hi[:, :, None])
+               & (i_lo[:, :, None] <= j_hi[:, None, :]))
   if dense is not None:
     # ... and those where the dense mask (any head) is all False.
     bm, nm, tp, sp = dense.shape
-    any_vis = dense.reshape(bm, nm, tp // rows, rows, sp // block_kv,
-                            block_kv).any(axis=(1, 3, 5))
+    if kv_major:
+      any_vis = dense.reshape(bm, nm, tp // block, block, sp // rows,
+                              rows).any(axis=(1, 3, 5)).swapaxes(1, 2)
+    else:
+      any_vis = dense.reshape(bm, nm, tp // rows, rows, sp // block,
+                              block).any(axis=(1, 3, 5))
     overlap = any_vis if overlap is None else overlap & any_vis
   if overlap is not None:
-    kt = jnp.arange(overlap.shape[-1], dtype=jnp.int32)
-    seg_first = jnp.min(jnp.where(overlap, kt, num_kv_tiles), axis=-1)
-    seg_last = jnp.max(jnp.where(overlap, kt + 1, 0), axis=-1)
+    jt = jnp.arange(overlap.shape[-1], dtype=jnp.int32)
+    seg_first = jnp.min(jnp.where(overlap, jt, num_other_tiles), axis=-1)
+    seg_last = jnp.max(jnp.where(overlap, jt + 1, 0), axis=-1)
     first = jnp.maximum(first, seg_first)
     last = jnp.maximum(jnp.minimum(last, seg_last), first)
   if spec.needs_elementwise:  # segments / dense mask: every tile is masked
     full_first = full_last = last
-  last = jnp.where(q_start < q_len[:, None], last, first)  # no rows: no work
+  last = jnp.where(start < own_len[:, None], last, first)  # no rows: no work
   full_first = jnp.clip(full_first, first, last)
   full_last = jnp.clip(full_last, full_first, last)
   lens = (q_len[:, None], kv_len[:, None], offset[:, None],
@@ -690,8 +705,8 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
     m = arrays.mask
     m = jnp.broadcast_to(m, (m.shape[0], m.shape[1], t, s)).astype(jnp.int8)
     dense = jnp.pad(m, ((0, 0), (0, 0), (0, tp - t), (0, sp - s)))
-  tiles = _tile_table(spec, arrays, dense, q_len, kv_len, offset, num_q_tiles,
-                      num_kv_tiles, rows, bk)
+  tiles = tile_table(spec, arrays, dense, q_len, kv_len, offset, num_q_tiles,
+                     num_kv_tiles, rows, bk)
   operands = [q, k, v, tiles]  # + the persistent schedule, below
   if spec.has_segments:
     operands.append(jnp.pad(arrays.q_segment_ids.astype(jnp.int32),

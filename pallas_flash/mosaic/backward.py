@@ -1,0 +1,526 @@
+"""FlashAttention backward for Hopper, written in Pallas Mosaic GPU.
+
+Letters: B batch, T query length, S key/value length, N query heads,
+K key/value heads (G = N // K), H head dim.  Layout [B, T, N, H].
+
+FlashAttention-2 Alg. 2 with the warp-specialised structure of the forward
+(FA3, Shah et al. 2024, Sec. 3.1): one producer warpgroup issues TMA copies
+into a ``num_stages``-deep shared-memory ring, C consumer warpgroups run the
+GEMMs on the tensor cores (wgmma, f32 accumulators).  Two kernels, so that
+every gradient is summed in registers in a fixed order (bitwise
+deterministic, no atomics):
+
+* **dK/dV** (grid (K, kv tiles, B)): a CTA holds ``C * block_kv`` rows of K
+  and V of one kv head (each consumer ``block_kv`` of them, loaded once) and
+  loops over the G query heads of that kv head and, for each, over the query
+  tiles that can see its keys; the producer streams Q and dO tiles
+  ``[block_q, H]``.  Per step, key-major so no tile needs a transpose:
+
+      S^T  = K Q^T,  dP^T = V dO^T          [block_kv, block_q], issued together
+      P^T  = exp2(S^T * scale * log2 e - lse2)        (Alg. 2 line 11)
+      dV  += P^T dO                         [block_kv, H]   (line 12)
+      dS^T = P^T * (dP^T - delta)                     (line 14)
+      dK  += dS^T Q                         [block_kv, H]   (line 16)
+
+  GQA: dK/dV of a kv head are summed over its query heads in registers.
+* **dQ** (grid (N, q tiles, B)): a CTA holds ``C * block_q`` rows of Q and dO
+  of one head; the producer streams K and V tiles ``[block_kv, H]``:
+
+      S = Q K^T, dP = dO V^T   [block_q, block_kv];   dQ += dS K   (line 15)
+
+delta = rowsum(dO * O) (Alg. 2 line 4) is one O(N) XLA fusion before the
+kernels.  Both kernels visit exactly the tiles the forward did: their tile
+tables come from ``forward.tile_table`` (``masks.kv_bounds`` /
+``masks.q_bounds``), edge tiles get the element-wise mask of ``masks``, the
+rest none.  Fully masked rows carry lse = +inf, so P = 0 there and their
+gradients are 0.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+from jax import lax
+import jax.experimental.pallas as pl
+import jax.experimental.pallas.mosaic_gpu as plgpu
+import jax.numpy as jnp
+
+from pallas_flash import masks
+from pallas_flash.mosaic import forward as fwd
+from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
+from pallas_flash.params import KernelParams
+
+_WGMMA, _ROW, _COL = fwd._WGMMA, fwd._ROW, fwd._COL
+_LOG2E = math.log2(math.e)
+_TILED = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+
+
+def _config(params: KernelParams, q) -> tuple[int, MosaicBackwardConfig]:
+  """(padded head dim, the backward config: given or the table's default)."""
+  hp = fwd._round_up(q.shape[-1], 64)
+  cfg = params.config.backward if isinstance(params.config,
+                                             MosaicConfig) else None
+  return hp, cfg or MosaicBackwardConfig.default(hp, params.spec.is_causal)
+
+
+def check_supported(params: KernelParams, q, k, v) -> None:
+  """Raises NotImplementedError for valid input this backward cannot take."""
+  fwd.check_supported(params, q, k, v)  # dtype, device, config type
+  hp, cfg = _config(params, q)
+  if hp > 128:
+    # dK and dV accumulators of [64, 256] f32 take 256 registers per thread.
+    raise NotImplementedError(
+        f"mosaic backward takes head_dim <= 128, got {q.shape[-1]} (the "
+        "dispatcher falls back to the triton backward)")
+  if cfg.smem_bytes(hp) > 227 * 1024:
+    raise NotImplementedError(f"{cfg} needs {cfg.smem_bytes(hp)} bytes of "
+                              f"shared memory at head_dim={hp}")
+
+
+# --------------------------------------------------------------------------
+# Shared pieces of the two kernels
+# --------------------------------------------------------------------------
+
+
+def _scores_pair(a1, b1, a2, b2, shape):
+  """(a1 @ b1, a2 @ b2) in f32, both operands in shared memory, the two
+  wgmmas issued back to back and awaited once."""
+  def body(r1, r2):
+    plgpu.wgmma(r1, a1, b1)
+    plgpu.wgmma(r2, a2, b2)
+    return r1[...], r2[...]
+  return pl.run_scoped(body, plgpu.ACC(shape, jnp.float32),
+                       plgpu.ACC(shape, jnp.float32))
+
+
+def _accumulate(accs, products, interpret: bool):
+  """acc_i += a_i @ b_ref_i for (a_i in registers, b_ref_i in shared memory);
+  ``products`` are callables run in order, each returning (a, b_ref), so a
+  later A operand is computed while the earlier wgmmas are in flight."""
+  if interpret:
+    # GPU interpret mode models neither a register operand of wgmma nor
+    # pl.run_state accumulators: the same products as plain dots.
+    out = []
+    for acc, product in zip(accs, products):
+      a, b_ref = product()
+      out.append(acc + jnp.dot(a, b_ref[...],
+                               preferred_element_type=jnp.float32))
+    return tuple(out)
+
+  def body(acc_refs):
+    for acc_ref, product in zip(acc_refs, products):
+      a, b_ref = product()
+      plgpu.wgmma(acc_ref, a, b_ref)
+  return pl.run_state(body)(tuple(plgpu.ACC.init(a) for a in accs))
+
+
+def _logits2(s, scale: float, cap: float | None):
+  """Scores -> base-2 logits (scale, soft-cap, x log2 e) and the soft-cap's
+  tanh (None without a cap), whose derivative dS picks up."""
+  if cap is None:
+    return s * (scale * _LOG2E), None
+  th = jnp.tanh(s * (scale / cap))
+  return th * (cap * _LOG2E), th
+
+
+def _ds(p, dp, delta, th):
+  """dS = P * (dP - delta) (Alg. 2 line 14), through the soft-cap's tanh;
+  the softmax scale is applied once to dK / dQ at the end."""
+  ds = p * (dp - delta)
+  if th is not None:
+    ds = ds * (1.0 - th * th)
+  return ds
+
+
+def _run_steps(item: fwd._Item, step, carry, *, start=0):
+  """The item's steps in its visiting order (``forward._Item``): masked edge
+  tiles and plain full tiles, ``step(j, carry, masked=...)``."""
+  masked = functools.partial(step, masked=True)
+  plain = functools.partial(step, masked=False)
+  if item.masked_first:
+    carry = lax.fori_loop(start, item.n_masked, masked, carry)
+    return lax.fori_loop(item.n_masked, item.n_steps, plain, carry)
+  carry = lax.fori_loop(start, item.n_lead, masked, carry)
+  carry = lax.fori_loop(item.n_lead, item.n_full_end, plain, carry)
+  return lax.fori_loop(item.n_full_end, item.n_steps, masked, carry)
+
+
+def _store_rows(acc, smem, dst, dtype):
+  """acc -> shared memory (a tile no wgmma reads any more) -> HBM by TMA."""
+  smem[...] = acc.astype(dtype)
+  plgpu.commit_smem()
+  plgpu.copy_smem_to_gmem(smem, dst)
+
+
+def _launch(kernel, name, operands, out_type, order, consumers: int,
+            smem, barriers, interpret: bool):
+  def body(*refs):
+    pl.run_scoped(functools.partial(kernel, *refs), smem, barriers,
+                  collective_axes="wg")
+
+  body.__name__ = name
+  return plgpu.kernel(
+      body,
+      out_type=out_type,
+      grid=tuple(size for _, size in order),
+      grid_names=tuple(axis for axis, _ in order),
+      num_threads=consumers + 1,
+      thread_name="wg",
+      compiler_params=plgpu.CompilerParams(
+          approx_math=True, unsafe_no_auto_barriers=True,
+          reduction_scratch_bytes=0),
+      interpret=plgpu.InterpretGPUParams() if interpret else None,
+  )(*operands)
+
+
+def _mask_refs(spec: masks.MaskSpec, refs):
+  """Split the optional mask operands off a kernel's refs."""
+  refs = list(refs)
+  q_seg = kv_seg = dense = None
+  if spec.has_segments:
+    q_seg, kv_seg = refs.pop(0), refs.pop(0)
+  if spec.dense_mask_shape is not None:
+    dense = refs.pop(0)
+  return q_seg, kv_seg, dense, refs
+
+
+def _interpret_barriers(consumers: int, num_stages: int):
+  """Stand-ins for the named barriers of ``forward._Sync``."""
+  return (plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),
+          plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),
+          plgpu.Barrier(num_barriers=consumers))
+
+
+# --------------------------------------------------------------------------
+# dK / dV
+# --------------------------------------------------------------------------
+
+
+def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
+                 *refs, spec: masks.MaskSpec, scale: float,
+                 cap: float | None, cfg: MosaicBackwardConfig, group: int,
+                 interpret: bool):
+  """One CTA: ``C * block_kv`` key rows of kv head ``heads``; loops over the
+  G query heads of the kv head, then the query tiles of the tile table."""
+  q_seg_ref, kv_seg_ref, mask_ref, (dk_ref, dv_ref, smem, barriers) = (
+      _mask_refs(spec, refs))
+  k_smems, v_smems, q_smems, do_smems = smem
+  k_bars, v_bars, q_bars, do_bars, *interpret_bars = barriers
+  dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
+  c, stages = cfg.consumers, cfg.num_stages
+  bq, bk = cfg.block_q_dkv, cfg.block_kv_dkv
+  wg = lax.axis_index("wg")
+  b, kvh, kt = (lax.axis_index(a) for a in ("batch", "heads", "kv_tiles"))
+  sync = fwd._Sync(wg, c, stages, interpret_bars if interpret else None)
+  item = fwd._Item(b, kvh, kt, tiles_ref, cfg.masked_first, lengths=True)
+  n_steps = item.n_steps  # query tiles per query head
+
+  @pl.when(wg < c)
+  def _consumer():
+    plgpu.set_max_registers(fwd._REGISTERS[c][0], action="increase")
+    kv_base = kt * (c * bk) + wg * bk
+    kv_rows = (b, pl.ds(kv_base, bk), kvh)
+    k_smem, v_smem = k_smems.at[wg], v_smems.at[wg]
+    plgpu.copy_gmem_to_smem(k_ref.at[kv_rows], k_smem, k_bars.at[wg])
+    plgpu.copy_gmem_to_smem(v_ref.at[kv_rows], v_smem, v_bars.at[wg])
+    if spec.has_segments:
+      kv_seg = plgpu.load(kv_seg_ref.at[b, pl.ds(kv_base, bk)], layout=_ROW,
+                          optimized=False)
+      kv_seg = lax.broadcast_in_dim(kv_seg, (bk, bq), [0])
+    zeros = plgpu.layout_cast(jnp.zeros((bk, head_dim), jnp.float32), _WGMMA)
+    plgpu.barrier_wait(k_bars.at[wg])
+    plgpu.barrier_wait(v_bars.at[wg])
+
+    def iota(dim):
+      return plgpu.broadcasted_iota(jnp.int32, (bk, bq), dim, layout=_WGMMA)
+
+    def step(j, carry, *, g, masked: bool):
+      dk, dv = carry
+      slot = lax.rem(g * n_steps + j, stages)
+      n = kvh * group + g
+      qt = item.tile_of(j)
+      q_rows = pl.ds(qt * bq, bq)
+      lse2 = plgpu.load(lse_ref.at[b, n, q_rows], layout=_COL, optimized=False)
+      delta = plgpu.load(delta_ref.at[b, n, q_rows], layout=_COL,
+                         optimized=False)
+      q_smem, do_smem = q_smems.at[slot], do_smems.at[slot]
+      plgpu.barrier_wait(q_bars.at[slot])
+      plgpu.barrier_wait(do_bars.at[slot])
+      # -- S^T = K Q^T and dP^T = V dO^T  [bk, bq]
+      s, dp = _scores_pair(k_smem, q_smem.transpose((1, 0)),
+                           v_smem, do_smem.transpose((1, 0)), (bk, bq))
+      x, th = _logits2(s, scale, cap)
+      if masked:
+        ok = masks.position_visible(spec, qt * bq + iota(1), kv_base + iota(0),
+                                    item.q_len, item.kv_len, item.offset)
+        if spec.has_segments:
+          q_seg = plgpu.load(q_seg_ref.at[b, q_rows], layout=_COL,
+                             optimized=False)
+          ok = ok & masks.segment_visible(
+              lax.broadcast_in_dim(q_seg, (bk, bq), [1]), kv_seg)
+        if mask_ref is not None:  # [Bm, Nm, Sp, Tp]: already key-major
+          mb = b if mask_ref.shape[0] > 1 else 0
+          mn = n if mask_ref.shape[1] > 1 else 0
+          tile = plgpu.load(mask_ref.at[mb, mn, pl.ds(kv_base, bk), q_rows],
+                            layout=_WGMMA, optimized=False)
+          ok = ok & (tile != 0)
+        x = jnp.where(ok, x, masks.MASK_VALUE)
+      # -- P^T (Alg. 2 line 11); lse2 = +inf on fully masked rows gives 0
+      p = jnp.exp2(x - lax.broadcast_in_dim(lse2, (bk, bq), [1]))
+
+      def ds_t():  # computed while the dV wgmma runs
+        d = lax.broadcast_in_dim(delta, (bk, bq), [1])
+        return _ds(p, dp, d, th).astype(dtype), q_smem
+
+      # -- dV += P^T dO, dK += dS^T Q  [bk, H]
+      dv, dk = _accumulate((dv, dk), (lambda: (p.astype(dtype), do_smem),
+                                      ds_t), interpret)
+      sync.release(0, slot)  # the Q and dO slot may be refilled
+      return dk, dv
+
+    def head(g, carry):
+      return _run_steps(item, functools.partial(step, g=g), carry)
+
+    carry = (zeros, zeros)
+    if group == 1:
+      dk, dv = head(0, carry)
+    else:
+      dk, dv = lax.fori_loop(0, group, head, carry)
+    # -- epilogue: K and V are no longer read (every wgmma was awaited)
+    _store_rows(dk * scale, k_smem, dk_ref.at[kv_rows], dtype)
+    _store_rows(dv, v_smem, dv_ref.at[kv_rows], dtype)
+    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+
+  @pl.when(wg == c)
+  def _producer():
+    plgpu.set_max_registers(fwd._REGISTERS[c][1], action="decrease")
+    total = group * n_steps
+
+    @pl.loop(0, total)
+    def _(i):
+      g = lax.div(i, n_steps)
+      slot = lax.rem(i, stages)
+      rows = (b, pl.ds(item.tile_of(i - g * n_steps) * bq, bq),
+              kvh * group + g)
+      pl.when(i >= stages)(lambda: sync.await_release(0, slot))
+      plgpu.copy_gmem_to_smem(q_ref.at[rows], q_smems.at[slot],
+                              q_bars.at[slot])
+      plgpu.copy_gmem_to_smem(do_ref.at[rows], do_smems.at[slot],
+                              do_bars.at[slot])
+
+    # Drain: no barrier is left mid-phase when the CTA exits.
+    @pl.loop(jnp.maximum(0, total - stages), total)
+    def _(i):
+      sync.await_release(0, lax.rem(i, stages))
+
+
+# --------------------------------------------------------------------------
+# dQ
+# --------------------------------------------------------------------------
+
+
+def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
+               *refs, spec: masks.MaskSpec, scale: float, cap: float | None,
+               cfg: MosaicBackwardConfig, group: int, num_q_tiles: int,
+               interpret: bool):
+  """One CTA: ``C * block_q`` query rows of head ``heads``; loops over the
+  kv tiles of the tile table (causal: launched longest first)."""
+  q_seg_ref, kv_seg_ref, mask_ref, (dq_ref, smem, barriers) = (
+      _mask_refs(spec, refs))
+  q_smems, do_smems, k_smems, v_smems = smem
+  q_bars, do_bars, k_bars, v_bars, *interpret_bars = barriers
+  dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
+  c, stages = cfg.consumers, cfg.num_stages
+  bq, bk = cfg.block_q_dq, cfg.block_kv_dq
+  wg = lax.axis_index("wg")
+  b, n, qt = (lax.axis_index(a) for a in ("batch", "heads", "q_tiles"))
+  if spec.is_causal:  # the last query tiles see the most keys
+    qt = num_q_tiles - 1 - qt
+  sync = fwd._Sync(wg, c, stages, interpret_bars if interpret else None)
+  item = fwd._Item(b, n, qt, tiles_ref, cfg.masked_first, lengths=True)
+
+  @pl.when(wg < c)
+  def _consumer():
+    plgpu.set_max_registers(fwd._REGISTERS[c][0], action="increase")
+    q_base = qt * (c * bq) + wg * bq
+    q_rows = (b, pl.ds(q_base, bq), n)
+    q_smem, do_smem = q_smems.at[wg], do_smems.at[wg]
+    plgpu.copy_gmem_to_smem(q_ref.at[q_rows], q_smem, q_bars.at[wg])
+    plgpu.copy_gmem_to_smem(do_ref.at[q_rows], do_smem, do_bars.at[wg])
+    row_vec = lambda ref: lax.broadcast_in_dim(plgpu.load(
+        ref.at[b, n, pl.ds(q_base, bq)], layout=_ROW, optimized=False),
+        (bq, bk), [0])
+    lse2, delta = row_vec(lse_ref), row_vec(delta_ref)
+    if spec.has_segments:
+      q_seg = lax.broadcast_in_dim(plgpu.load(
+          q_seg_ref.at[b, pl.ds(q_base, bq)], layout=_ROW, optimized=False),
+          (bq, bk), [0])
+    dq = plgpu.layout_cast(jnp.zeros((bq, head_dim), jnp.float32), _WGMMA)
+    plgpu.barrier_wait(q_bars.at[wg])
+    plgpu.barrier_wait(do_bars.at[wg])
+
+    def iota(dim):
+      return plgpu.broadcasted_iota(jnp.int32, (bq, bk), dim, layout=_WGMMA)
+
+    def step(j, dq, *, masked: bool):
+      slot = lax.rem(j, stages)
+      ki = item.tile_of(j)
+      k_smem, v_smem = k_smems.at[slot], v_smems.at[slot]
+      plgpu.barrier_wait(k_bars.at[slot])
+      plgpu.barrier_wait(v_bars.at[slot])
+      # -- S = Q K^T and dP = dO V^T  [bq, bk]
+      s, dp = _scores_pair(q_smem, k_smem.transpose((1, 0)),
+                           do_smem, v_smem.transpose((1, 0)), (bq, bk))
+      sync.release(1, slot)  # V read
+      x, th = _logits2(s, scale, cap)
+      if masked:
+        ok = masks.position_visible(spec, q_base + iota(0), ki * bk + iota(1),
+                                    item.q_len, item.kv_len, item.offset)
+        if spec.has_segments:
+          kv_seg = plgpu.load(kv_seg_ref.at[b, pl.ds(ki * bk, bk)],
+                              layout=_COL, optimized=False)
+          ok = ok & masks.segment_visible(
+              q_seg, lax.broadcast_in_dim(kv_seg, (bq, bk), [1]))
+        if mask_ref is not None:
+          mb = b if mask_ref.shape[0] > 1 else 0
+          mn = n if mask_ref.shape[1] > 1 else 0
+          tile = plgpu.load(
+              mask_ref.at[mb, mn, pl.ds(q_base, bq), pl.ds(ki * bk, bk)],
+              layout=_WGMMA, optimized=False)
+          ok = ok & (tile != 0)
+        x = jnp.where(ok, x, masks.MASK_VALUE)
+      p = jnp.exp2(x - lse2)
+      ds = _ds(p, dp, delta, th).astype(dtype)
+      # -- dQ += dS K  [bq, H]
+      (dq,) = _accumulate((dq,), (lambda: (ds, k_smem),), interpret)
+      sync.release(0, slot)  # K read
+      return dq
+
+    dq = _run_steps(item, step, dq)
+    # -- epilogue: Q is no longer read (every wgmma was awaited)
+    _store_rows(dq * scale, q_smem, dq_ref.at[q_rows], dtype)
+    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+
+  @pl.when(wg == c)
+  def _producer():
+    plgpu.set_max_registers(fwd._REGISTERS[c][1], action="decrease")
+    kv_head = lax.div(n, jnp.array(group, n.dtype))
+
+    @pl.loop(0, item.n_steps)
+    def _(j):
+      slot = lax.rem(j, stages)
+      rows = (b, pl.ds(item.tile_of(j) * bk, bk), kv_head)
+      refill = j >= stages
+      pl.when(refill)(lambda: sync.await_release(0, slot))
+      plgpu.copy_gmem_to_smem(k_ref.at[rows], k_smems.at[slot],
+                              k_bars.at[slot])
+      pl.when(refill)(lambda: sync.await_release(1, slot))
+      plgpu.copy_gmem_to_smem(v_ref.at[rows], v_smems.at[slot],
+                              v_bars.at[slot])
+
+    @pl.loop(jnp.maximum(0, item.n_steps - stages), item.n_steps)
+    def _(j):
+      slot = lax.rem(j, stages)
+      sync.await_release(0, slot)
+      sync.await_release(1, slot)
+
+
+# --------------------------------------------------------------------------
+# Wrapper
+# --------------------------------------------------------------------------
+
+
+def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
+             params: KernelParams):
+  """(dq, dk, dv) of the forward's (out, lse [B, N, T], +inf masked rows)."""
+  check_supported(params, q, k, v)
+  spec, cap = params.spec, params.logits_soft_cap
+  b, t, n, h = q.shape
+  _, s, kh, _ = k.shape
+  group = n // kh
+  hp, cfg = _config(params, q)
+  c = cfg.consumers
+  rows_q, rows_kv = c * cfg.block_q_dq, c * cfg.block_kv_dkv
+  tp = fwd._round_up(t, math.lcm(rows_q, cfg.block_q_dkv))
+  sp = fwd._round_up(s, math.lcm(rows_kv, cfg.block_kv_dq))
+
+  # delta_i = rowsum(dO_i * O_i)  (Alg. 2 line 4); lse in base 2.
+  delta = jnp.einsum("btnh,btnh->bnt", d_out.astype(jnp.float32),
+                     out.astype(jnp.float32))
+  delta = jnp.pad(delta, ((0, 0), (0, 0), (0, tp - t)))
+  lse2 = jnp.pad(lse * _LOG2E, ((0, 0), (0, 0), (0, tp - t)),
+                 constant_values=jnp.inf)  # padded rows: P = 0
+  pad_rows = lambda x, to: jnp.pad(
+      x, ((0, 0), (0, to - x.shape[1]), (0, 0), (0, hp - h)))
+  q, do = pad_rows(q, tp), pad_rows(d_out.astype(q.dtype), tp)
+  k, v = pad_rows(k, sp), pad_rows(v, sp)
+
+  q_len = jnp.clip(arrays.q_len.astype(jnp.int32), 0, t)
+  kv_len = jnp.clip(arrays.kv_len.astype(jnp.int32), 0, s)
+  offset = masks.diagonal_offset(spec, q_len, kv_len).astype(jnp.int32)
+  mask_ops, mask_t = [], []
+  if spec.has_segments:
+    q_seg = jnp.pad(arrays.q_segment_ids.astype(jnp.int32),
+                    ((0, 0), (0, tp - t)), constant_values=-1)
+    kv_seg = jnp.pad(arrays.kv_segment_ids.astype(jnp.int32),
+                     ((0, 0), (0, sp - s)), constant_values=-1)
+    arrays = arrays._replace(q_segment_ids=q_seg, kv_segment_ids=kv_seg)
+    mask_ops = mask_t = [q_seg, kv_seg]
+  dense = None
+  if spec.dense_mask_shape is not None:
+    m = arrays.mask  # [Bm, Nm, Tp, Sp] int8, as the forward reads it
+    m = jnp.broadcast_to(m, (m.shape[0], m.shape[1], t, s)).astype(jnp.int8)
+    dense = jnp.pad(m, ((0, 0), (0, 0), (0, tp - t), (0, sp - s)))
+    mask_ops = [*mask_ops, dense]
+    mask_t = [*mask_t, dense.swapaxes(2, 3)]  # key-major for dK/dV
+  table = functools.partial(fwd.tile_table, spec, arrays, dense, q_len,
+                            kv_len, offset)
+  common = dict(spec=spec, scale=float(params.scale), cap=cap, cfg=cfg,
+                group=group, interpret=params.interpret)
+  stages = cfg.num_stages
+  interp = _interpret_barriers(c, stages) if params.interpret else ()
+
+  # dK, dV: kv tiles of a kv head launched together, ascending (causal: the
+  # first kv tiles are seen by the most query rows: longest first).
+  kv_tiles = sp // rows_kv
+  kv_table = table(kv_tiles, tp // cfg.block_q_dkv, rows_kv,
+                   cfg.block_q_dkv, kv_major=True)
+  bq, bk = cfg.block_q_dkv, cfg.block_kv_dkv
+  dk, dv = _launch(
+      functools.partial(_dkdv_kernel, **common), "pallas_flash_mosaic_dkdv",
+      [q, k, v, do, lse2, delta, kv_table, *mask_t],
+      out_type=(jax.ShapeDtypeStruct((b, sp, kh, hp), k.dtype),) * 2,
+      order=(("heads", kh), ("kv_tiles", kv_tiles), ("batch", b)),
+      consumers=c,
+      smem=(plgpu.SMEM((c, bk, hp), k.dtype, transforms=_TILED),
+            plgpu.SMEM((c, bk, hp), k.dtype, transforms=_TILED),
+            plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED),
+            plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED)),
+      barriers=(plgpu.Barrier(num_barriers=c),
+                plgpu.Barrier(num_barriers=c),
+                plgpu.Barrier(num_barriers=stages),
+                plgpu.Barrier(num_barriers=stages), *interp),
+      interpret=params.interpret)
+
+  # dQ: the q tiles of a head launched together.
+  q_tiles = tp // rows_q
+  q_table = table(q_tiles, sp // cfg.block_kv_dq, rows_q, cfg.block_kv_dq)
+  bq, bk = cfg.block_q_dq, cfg.block_kv_dq
+  dq = _launch(
+      functools.partial(_dq_kernel, num_q_tiles=q_tiles, **common),
+      "pallas_flash_mosaic_dq",
+      [q, k, v, do, lse2, delta, q_table, *mask_ops],
+      out_type=jax.ShapeDtypeStruct((b, tp, n, hp), q.dtype),
+      order=(("heads", n), ("q_tiles", q_tiles), ("batch", b)),
+      consumers=c,
+      smem=(plgpu.SMEM((c, bq, hp), q.dtype, transforms=_TILED),
+            plgpu.SMEM((c, bq, hp), q.dtype, transforms=_TILED),
+            plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED),
+            plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED)),
+      barriers=(plgpu.Barrier(num_barriers=c),
+                plgpu.Barrier(num_barriers=c),
+                plgpu.Barrier(num_barriers=stages),
+                plgpu.Barrier(num_barriers=stages), *interp),
+      interpret=params.interpret)
+  return dq[:, :t, :, :h], dk[:, :s, :, :h], dv[:, :s, :, :h]
