@@ -163,3 +163,24 @@ def check_forward(case: Case, impl: str, seed: int = 0):
   assert rel_err(out, ref) <= tol["out"], (case.name, rel_err(out, ref))
   np.testing.assert_allclose(lse, ref_lse, atol=tol["lse"], rtol=tol["lse"])
   return out, lse
+
+
+def check_gradients(case: Case, impl: str, seed: int = 0):
+  """dq, dk, dv of ``flash_attention(implementation=impl)`` against the
+  float32 XLA path's VJP with the same random cotangent: dtypes, shapes,
+  finiteness and ``TOL``.  Returns the gradients."""
+  q, k, v, kw = case.inputs(seed)
+  d_out = jax.random.normal(jax.random.key(seed + 7), q.shape,
+                            jnp.float32).astype(q.dtype)
+  _, vjp = jax.vjp(lambda q, k, v: pf.flash_attention(
+      q, k, v, implementation=impl, config=case.config, **kw), q, k, v)
+  _, ref_vjp = jax.vjp(lambda q, k, v: pf.flash_attention(
+      q, k, v, implementation="xla", **kw), *upcast(q, k, v))
+  grads = vjp(d_out)
+  for name, g, r, x in zip("qkv", grads, ref_vjp(d_out.astype(jnp.float32)),
+                           (q, k, v)):
+    assert g.dtype == x.dtype and g.shape == x.shape, name
+    chex.assert_tree_all_finite(g)
+    assert rel_err(g, r) <= TOL[case.dtype]["grad"], (case.name, name,
+                                                     rel_err(g, r))
+  return grads

@@ -1,0 +1,174 @@
+"""Backward (training) TFLOP/s of pallas_flash against cuDNN and tokamax.
+
+Each cell of the FlashAttention workload (B * T = 16384 tokens, hidden 2048,
+bf16) times, in one process on the same inputs and in interleaved bursts
+(``benchmarks.run.time_interleaved``), the forward alone and forward +
+backward of: ours (``implementation="mosaic"``: Mosaic forward and, for head
+dims <= 128, the Mosaic backward; plus each ``--variant`` of the backward
+config), ours with the Pallas-Triton kernels (``implementation="triton"``),
+cuDNN (``jax.nn.dot_product_attention``) and tokamax's Mosaic kernels when
+importable.  Backward time = (fwd+bwd) - fwd; backward FLOPs = 2.5 x forward
+FLOPs (causal halved).  The gradients of every implementation are checked
+against cuDNN's (relative L2 error) before timing.
+
+  PYTHONPATH=$PWD python3 benchmarks/bwd_bench.py [--cells d128-16k-C,...]
+      [--variant block_q_dkv=128,num_stages=3 ...] [--out DIR]
+
+Prints a short table last; with --out writes a log and a JSON of results.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+
+from benchmarks.mosaic_bench import cell_inputs, log, parse_variant, tokamax_fn
+from benchmarks.run import time_interleaved
+import pallas_flash as pf
+from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
+
+CELLS = [  # (head_dim, seqlen, causal): issue 12's cells
+    (64, 4096, False), (64, 4096, True), (64, 16384, False), (64, 16384, True),
+    (128, 4096, False), (128, 4096, True), (128, 16384, False),
+    (128, 16384, True), (256, 1024, False), (256, 1024, True),
+    (256, 4096, False), (256, 4096, True),
+]
+
+
+def cell_name(h, t, causal):
+  return f"d{h}-{t // 1024}k-{'C' if causal else 'N'}"
+
+
+def _ours(causal, implementation, config=None):
+  return lambda q, k, v: pf.flash_attention(
+      q, k, v, is_causal=causal, implementation=implementation, config=config)
+
+
+def cell_impls(h, t, causal, variants):
+  """{name: f(q, k, v) -> out}: ours (default and variants), triton, cuDNN,
+  tokamax."""
+  impls = {"ours": _ours(causal, "mosaic")}
+  fwd_cfg = MosaicConfig.default(h, causal, kv_seqlen=t)
+  for v in variants:
+    bwd = dataclasses.replace(MosaicBackwardConfig.default(h, causal), **v)
+    name = "ours[" + ",".join(f"{k}={x}" for k, x in v.items()) + "]"
+    impls[name] = _ours(causal, "mosaic",
+                        dataclasses.replace(fwd_cfg, backward=bwd))
+  impls["triton"] = _ours(causal, "triton")
+  impls["cudnn"] = lambda q, k, v: jax.nn.dot_product_attention(
+      q, k, v, is_causal=causal, implementation="cudnn")
+  if (tk := tokamax_fn(causal)) is not None:
+    impls["tokamax"] = tk
+  return impls
+
+
+def fwd_bwd(f):
+  def g(q, k, v, do):
+    out, vjp = jax.vjp(f, q, k, v)
+    return vjp(do)
+  return jax.jit(g)
+
+
+def rel_l2(a, b):
+  a, b = a.astype(jnp.float32), b.astype(jnp.float32)
+  return float(jnp.linalg.norm(a - b) / jnp.linalg.norm(b))
+
+
+def bench_cell(h, t, causal, variants, reps, min_ms):
+  b, n, (q, k, v), flops = cell_inputs(h, t, causal)
+  do = jax.random.normal(jax.random.key(99), q.shape, jnp.bfloat16)
+  calls, errors, rows = {}, {}, []
+  ref = None
+  for name, f in cell_impls(h, t, causal, variants).items():
+    try:
+      fb = fwd_bwd(f)
+      grads = jax.block_until_ready(fb(q, k, v, do))
+      if name == "cudnn":
+        ref = grads
+      calls[name] = (jax.jit(f), (q, k, v))
+      calls[name + " fb"] = (fb, (q, k, v, do))
+      errors[name] = grads
+    except Exception as e:  # a variant that does not fit / lower
+      log(f"  {name}: failed: {type(e).__name__}: {str(e)[:300]}")
+  if ref is not None:
+    errors = {name: max(rel_l2(g, r) for g, r in zip(grads, ref))
+              for name, grads in errors.items()}
+  else:
+    errors = {name: float("nan") for name in errors}
+  times = time_interleaved(calls, reps, min_ms / 1e3)
+  for name in errors:
+    fwd_s, fb_s = times[name][0], times[name + " fb"][0]
+    bwd_s = fb_s - fwd_s
+    rows.append(dict(
+        cell=cell_name(h, t, causal), impl=name, b=b, n=n,
+        fwd_tflops=flops / fwd_s / 1e12, bwd_tflops=2.5 * flops / bwd_s / 1e12,
+        fwdbwd_tflops=3.5 * flops / fb_s / 1e12, fwd_ms=fwd_s * 1e3,
+        bwd_ms=bwd_s * 1e3, fwdbwd_ms=fb_s * 1e3,
+        spread=max(times[name][1], times[name + " fb"][1]),
+        grad_err_vs_cudnn=errors[name]))
+    r = rows[-1]
+    log(f"  {name:28s} fwd {r['fwd_tflops']:6.1f}  bwd {r['bwd_tflops']:6.1f}"
+        f"  fwd+bwd {r['fwdbwd_tflops']:6.1f} TFLOP/s  grad err "
+        f"{r['grad_err_vs_cudnn']:.1e}  spread {r['spread']:.2f}")
+  return rows
+
+
+def table(rows):
+  """Per cell: our backward and fwd+bwd against the faster peer."""
+  lines = ["| cell | ours bwd | cuDNN bwd | tokamax bwd | triton bwd | "
+           "ours/best bwd | ours/cuDNN fwd+bwd |", "|---" * 7 + "|"]
+  by_cell = {}
+  for r in rows:
+    by_cell.setdefault(r["cell"], {})[r["impl"]] = r
+  for cell, rs in by_cell.items():
+    get = lambda name, key: rs[name][key] if name in rs else float("nan")
+    best = max(get("cudnn", "bwd_tflops"),
+               get("tokamax", "bwd_tflops") if "tokamax" in rs else 0)
+    lines.append(
+        f"| {cell} | {get('ours', 'bwd_tflops'):.0f} | "
+        f"{get('cudnn', 'bwd_tflops'):.0f} | {get('tokamax', 'bwd_tflops'):.0f}"
+        f" | {get('triton', 'bwd_tflops'):.0f} | "
+        f"{get('ours', 'bwd_tflops') / best:.2f} | "
+        f"{get('ours', 'fwdbwd_tflops') / get('cudnn', 'fwdbwd_tflops'):.2f} |")
+  return "\n".join(lines)
+
+
+def main():
+  ap = argparse.ArgumentParser()
+  ap.add_argument("--cells", default="",
+                  help="comma-separated cell names (d128-16k-C, ...); all "
+                  "by default")
+  ap.add_argument("--variant", action="append", default=[],
+                  help="backward config fields, e.g. block_q_dkv=128")
+  ap.add_argument("--reps", type=int, default=11)
+  ap.add_argument("--min-ms", type=float, default=40.0)
+  ap.add_argument("--out", default="")
+  args = ap.parse_args()
+  variants = [parse_variant(v) for v in args.variant]
+  wanted = set(filter(None, args.cells.split(",")))
+  log(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
+      f"{jax.devices()[0].device_kind}, jax {jax.__version__}")
+  rows = []
+  for h, t, causal in CELLS:
+    if wanted and cell_name(h, t, causal) not in wanted:
+      continue
+    log(cell_name(h, t, causal))
+    rows += bench_cell(h, t, causal, variants, args.reps, args.min_ms)
+  text = table(rows)
+  log(text)
+  if args.out:
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "bwd_bench.json"), "w") as f:
+      json.dump(dict(device=jax.devices()[0].device_kind,
+                     jax=jax.__version__, rows=rows), f, indent=1)
+    with open(os.path.join(args.out, "bwd_table.md"), "w") as f:
+      f.write(text + "\n")
+
+
+if __name__ == "__main__":
+  main()
