@@ -368,6 +368,16 @@ SLOW_BACKWARD = [
     B("bwd wide tiles S1k d64", t=1024, s=1024, n=4, k=2, causal=True,
       config=MosaicBackwardConfig(block_q_dkv=128, block_kv_dq=128,
                                   num_stages=3)),
+    # dQ by TMA reduce-add (GPU only: interpret mode does not simulate it).
+    B("bwd fused dQ gqa causal ragged d128", b=2, t=1000, s=1100, n=4, k=2,
+      h=128, causal=True, bottom_right=True,
+      config=MosaicBackwardConfig(deterministic=False)),
+    B("bwd fused dQ segments d64 lengths", b=2, t=1024, s=1024, n=2, k=2,
+      segments=True, q_lengths=(1024, 0),
+      config=MosaicBackwardConfig(deterministic=False)),
+    B("bwd fused dQ softcap dense mask d128", b=2, t=512, s=640, n=2, k=1,
+      h=128, soft_cap=20.0, dense_mask="full_empty_row",
+      config=MosaicBackwardConfig(deterministic=False)),
 ]
 
 
@@ -440,6 +450,8 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (128, True, None, "segments"),
     (128, False, None, "dense mask"),
     (64, True, None, "soft-cap"),
+    (64, True, MosaicBackwardConfig(deterministic=False), None),
+    (128, False, MosaicBackwardConfig(deterministic=False), "segments"),
 ]
 
 

@@ -73,6 +73,10 @@ def check_supported(params: KernelParams, q, k, v) -> None:
     raise NotImplementedError(
         f"mosaic backward takes head_dim <= 128, got {q.shape[-1]} (the "
         "dispatcher falls back to the triton backward)")
+  if params.interpret and not cfg.deterministic:
+    raise NotImplementedError(
+        "MosaicBackwardConfig(deterministic=False) adds dQ with TMA "
+        "reduce-add, which Mosaic GPU interpret mode does not simulate")
   if cfg.smem_bytes(hp) > 227 * 1024:
     raise NotImplementedError(f"{cfg} needs {cfg.smem_bytes(hp)} bytes of "
                               f"shared memory at head_dim={hp}")
@@ -202,10 +206,19 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                  cap: float | None, cfg: MosaicBackwardConfig, group: int,
                  interpret: bool):
   """One CTA: ``C * block_kv`` key rows of kv head ``heads``; loops over the
-  G query heads of the kv head, then the query tiles of the tile table."""
-  q_seg_ref, kv_seg_ref, mask_ref, (dk_ref, dv_ref, smem, barriers) = (
-      _mask_refs(spec, refs))
-  k_smems, v_smems, q_smems, do_smems = smem
+  G query heads of the kv head, then the query tiles of the tile table.
+
+  ``cfg.deterministic=False`` (FA3's backward, Sec. 3 of its appendix): each
+  step also computes this consumer's share of dQ, dS K_c [block_q, H], in
+  64-column pieces (dS^T goes through shared memory to be the transposed A
+  operand) and adds it to an f32 dQ in HBM with TMA reduce-add: five GEMMs
+  per step instead of the two kernels' seven, but the adds of different CTAs
+  land in any order, so dQ's bits can change run to run."""
+  q_seg_ref, kv_seg_ref, mask_ref, refs = _mask_refs(spec, refs)
+  fused = not cfg.deterministic  # dQ by TMA reduce-add into refs[0] (f32)
+  dq_acc_ref = refs.pop(0) if fused else None
+  dk_ref, dv_ref, smem, barriers = refs
+  k_smems, v_smems, q_smems, do_smems, *fused_smem = smem
   k_bars, v_bars, q_bars, do_bars, *interpret_bars = barriers
   dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
   c, stages = cfg.consumers, cfg.num_stages
@@ -229,6 +242,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                           optimized=False)
       kv_seg = lax.broadcast_in_dim(kv_seg, (bk, bq), [0])
     zeros = plgpu.layout_cast(jnp.zeros((bk, head_dim), jnp.float32), _WGMMA)
+    if fused:
+      ds_smem, dq_smem = fused_smem[0].at[wg], fused_smem[1].at[wg]
+      pieces = head_dim // 64
     plgpu.barrier_wait(k_bars.at[wg])
     plgpu.barrier_wait(v_bars.at[wg])
 
@@ -271,12 +287,31 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 
       def ds_t():  # computed while the dV wgmma runs
         d = lax.broadcast_in_dim(delta, (bk, bq), [1])
-        return _ds(p, dp, d, th).astype(dtype), q_smem
+        ds = _ds(p, dp, d, th).astype(dtype)
+        if fused:  # dS^T for the dQ GEMM's transposed A operand
+          ds_smem[...] = ds
+          plgpu.commit_smem()
+        return ds, q_smem
 
       # -- dV += P^T dO, dK += dS^T Q  [bk, H]
       dv, dk = _accumulate((dv, dk), (lambda: (p.astype(dtype), do_smem),
                                       ds_t), interpret)
       sync.release(0, slot)  # the Q and dO slot may be refilled
+      if fused:  # -- dQ[q rows] += dS K_c  [bq, H], 64 columns at a time
+        for d in range(pieces):
+          cols = pl.ds(d * 64, 64)
+
+          def dq_piece(acc_ref):
+            plgpu.wgmma(acc_ref, ds_smem.transpose((1, 0)), k_smem.at[:, cols])
+            return acc_ref[...]
+          part = pl.run_scoped(dq_piece, plgpu.ACC((bq, 64), jnp.float32))
+          # The slot's previous reduce (one step ago) has read it.
+          plgpu.wait_smem_to_gmem(pieces - 1, wait_read_only=True)
+          dq_slot = dq_smem.at[d]
+          dq_slot[...] = part
+          plgpu.commit_smem()
+          plgpu.copy_smem_to_gmem(dq_slot, dq_acc_ref.at[b, q_rows, n, cols],
+                                  reduction_op="add")
       return dk, dv
 
     def head(g, carry):
@@ -487,21 +522,30 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   kv_table = table(kv_tiles, tp // cfg.block_q_dkv, rows_kv,
                    cfg.block_q_dkv, kv_major=True)
   bq, bk = cfg.block_q_dkv, cfg.block_kv_dkv
+  smem = [plgpu.SMEM((c, bk, hp), k.dtype, transforms=_TILED),
+          plgpu.SMEM((c, bk, hp), k.dtype, transforms=_TILED),
+          plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED),
+          plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED)]
+  operands = [q, k, v, do, lse2, delta, kv_table, *mask_t]
+  if not cfg.deterministic:  # dS^T tiles, dQ pieces, f32 dQ in HBM
+    smem += [plgpu.SMEM((c, bk, bq), q.dtype, transforms=_TILED),
+             plgpu.SMEM((c, hp // 64, bq, 64), jnp.float32)]
+    dq_acc = jax.new_ref(jnp.zeros((b, tp, n, hp), jnp.float32))
+    operands.append(dq_acc)
   dk, dv = _launch(
       functools.partial(_dkdv_kernel, **common), "pallas_flash_mosaic_dkdv",
-      [q, k, v, do, lse2, delta, kv_table, *mask_t],
+      operands,
       out_type=(jax.ShapeDtypeStruct((b, sp, kh, hp), k.dtype),) * 2,
       order=(("heads", kh), ("kv_tiles", kv_tiles), ("batch", b)),
-      consumers=c,
-      smem=(plgpu.SMEM((c, bk, hp), k.dtype, transforms=_TILED),
-            plgpu.SMEM((c, bk, hp), k.dtype, transforms=_TILED),
-            plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED),
-            plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED)),
+      consumers=c, smem=tuple(smem),
       barriers=(plgpu.Barrier(num_barriers=c),
                 plgpu.Barrier(num_barriers=c),
                 plgpu.Barrier(num_barriers=stages),
                 plgpu.Barrier(num_barriers=stages), *interp),
       interpret=params.interpret)
+  if not cfg.deterministic:
+    dq = (dq_acc[...] * params.scale).astype(q.dtype)
+    return dq[:, :t, :, :h], dk[:, :s, :, :h], dv[:, :s, :, :h]
 
   # dQ: the q tiles of a head launched together.
   q_tiles = tp // rows_q

@@ -207,6 +207,11 @@ class MosaicBackwardConfig:
     num_stages: depth of both kernels' shared-memory rings.
     consumers: consumer warpgroups per CTA (2).
     masked_first: visit the tiles that need an element-wise mask first.
+    deterministic: True (default): dQ in its own kernel, every gradient
+      summed in registers in a fixed order, identical bits run to run.
+      False: the dK/dV kernel also adds each step's dQ share to an f32 dQ
+      in HBM with TMA reduce-add (five GEMMs per step instead of seven, as
+      FA3's backward), in an order that varies run to run.
   """
 
   block_kv_dkv: int = 64
@@ -216,6 +221,7 @@ class MosaicBackwardConfig:
   num_stages: int = 2
   consumers: int = 2
   masked_first: bool = True
+  deterministic: bool = True
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):
@@ -235,7 +241,11 @@ class MosaicBackwardConfig:
     c, st = self.consumers, self.num_stages
     dkdv = 2 * (c * self.block_kv_dkv + st * self.block_q_dkv)
     dq = 2 * (c * self.block_q_dq + st * self.block_kv_dq)
-    return max(dkdv, dq) * head_dim * itemsize + 1024
+    smem = max(dkdv, dq) * head_dim * itemsize + 1024
+    if not self.deterministic:  # dS^T tiles and f32 dQ pieces
+      smem += c * self.block_q_dkv * (self.block_kv_dkv * itemsize
+                                      + head_dim * 4)
+    return smem
 
   @classmethod
   def default(cls, head_dim: int, causal: bool) -> "MosaicBackwardConfig":
