@@ -452,6 +452,7 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (64, True, None, "soft-cap"),
     (64, True, MosaicBackwardConfig(deterministic=False), None),
     (128, False, MosaicBackwardConfig(deterministic=False), "segments"),
+    (128, True, MosaicBackwardConfig(deterministic=False, dq_cols=128), None),
 ]
 
 

@@ -210,7 +210,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 
   ``cfg.deterministic=False`` (FA3's backward, Sec. 3 of its appendix): each
   step also computes this consumer's share of dQ, dS K_c [block_q, H], in
-  64-column pieces (dS^T goes through shared memory to be the transposed A
+  ``dq_cols``-column pieces (dS^T goes through shared memory to be the transposed A
   operand) and adds it to an f32 dQ in HBM with TMA reduce-add: five GEMMs
   per step instead of the two kernels' seven, but the adds of different CTAs
   land in any order, so dQ's bits can change run to run."""
@@ -244,7 +244,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     zeros = plgpu.layout_cast(jnp.zeros((bk, head_dim), jnp.float32), _WGMMA)
     if fused:
       ds_smem, dq_smem = fused_smem[0].at[wg], fused_smem[1].at[wg]
-      pieces = head_dim // 64
+      width = min(cfg.dq_cols, head_dim)
+      pieces = head_dim // width
     plgpu.barrier_wait(k_bars.at[wg])
     plgpu.barrier_wait(v_bars.at[wg])
 
@@ -297,14 +298,14 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       dv, dk = _accumulate((dv, dk), (lambda: (p.astype(dtype), do_smem),
                                       ds_t), interpret)
       sync.release(0, slot)  # the Q and dO slot may be refilled
-      if fused:  # -- dQ[q rows] += dS K_c  [bq, H], 64 columns at a time
+      if fused:  # -- dQ[q rows] += dS K_c  [bq, H], dq_cols at a time
         for d in range(pieces):
-          cols = pl.ds(d * 64, 64)
+          cols = pl.ds(d * width, width)
 
           def dq_piece(acc_ref):
             plgpu.wgmma(acc_ref, ds_smem.transpose((1, 0)), k_smem.at[:, cols])
             return acc_ref[...]
-          part = pl.run_scoped(dq_piece, plgpu.ACC((bq, 64), jnp.float32))
+          part = pl.run_scoped(dq_piece, plgpu.ACC((bq, width), jnp.float32))
           # The slot's previous reduce (one step ago) has read it.
           plgpu.wait_smem_to_gmem(pieces - 1, wait_read_only=True)
           dq_slot = dq_smem.at[d]
@@ -528,8 +529,11 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
           plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED)]
   operands = [q, k, v, do, lse2, delta, kv_table, *mask_t]
   if not cfg.deterministic:  # dS^T tiles, dQ pieces, f32 dQ in HBM
+    width = min(cfg.dq_cols, hp)
     smem += [plgpu.SMEM((c, bk, bq), q.dtype, transforms=_TILED),
-             plgpu.SMEM((c, hp // 64, bq, 64), jnp.float32)]
+             plgpu.SMEM((c, hp // width, bq, width), jnp.float32,
+                        transforms=(plgpu.TilingTransform((8, 32)),
+                                    plgpu.SwizzleTransform(128)))]
     dq_acc = jax.new_ref(jnp.zeros((b, tp, n, hp), jnp.float32))
     operands.append(dq_acc)
   dk, dv = _launch(

@@ -222,6 +222,7 @@ class MosaicBackwardConfig:
   consumers: int = 2
   masked_first: bool = True
   deterministic: bool = True
+  dq_cols: int = 64
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):
@@ -232,6 +233,8 @@ class MosaicBackwardConfig:
         raise ValueError(f"{name}={getattr(self, name)} must be 64 or 128")
     if self.consumers != 2:
       raise ValueError(f"consumers={self.consumers} must be 2")
+    if self.dq_cols not in (64, 128):
+      raise ValueError(f"dq_cols={self.dq_cols} must be 64 or 128")
     if not (isinstance(self.num_stages, int) and 2 <= self.num_stages <= 5):
       raise ValueError(f"num_stages={self.num_stages} must be an int in "
                        "[2, 5]")
@@ -244,7 +247,7 @@ class MosaicBackwardConfig:
     smem = max(dkdv, dq) * head_dim * itemsize + 1024
     if not self.deterministic:  # dS^T tiles and f32 dQ pieces
       smem += c * self.block_q_dkv * (self.block_kv_dkv * itemsize
-                                      + head_dim * 4)
+                                      + max(head_dim, self.dq_cols) * 4)
     return smem
 
   @classmethod
