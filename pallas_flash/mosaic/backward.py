@@ -189,6 +189,14 @@ def _mask_refs(spec: masks.MaskSpec, refs):
   return q_seg, kv_seg, dense, refs
 
 
+def _by_role(is_producer, producer, consumer):
+  """The warpgroup roles as the two branches of one if/else: ptxas applies
+  ``setmaxnreg`` per branch only then (otherwise every warpgroup's code is
+  compiled for 65536 / 384 = 168 registers, and the d128 dK/dV consumer,
+  whose dK and dV accumulators alone take 128, spills)."""
+  lax.cond(is_producer, producer, consumer)
+
+
 def _interpret_barriers(consumers: int, num_stages: int):
   """Stand-ins for the named barriers of ``forward._Sync``."""
   return (plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),
@@ -229,7 +237,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   item = fwd._Item(b, kvh, kt, tiles_ref, cfg.masked_first, lengths=True)
   n_steps = item.n_steps  # query tiles per query head
 
-  @pl.when(wg < c)
   def _consumer():
     plgpu.set_max_registers(fwd._REGISTERS[c][0], action="increase")
     kv_base = kt * (c * bk) + wg * bk
@@ -328,7 +335,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     _store_rows(dv, v_smem, dv_ref.at[kv_rows], dtype)
     plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
-  @pl.when(wg == c)
   def _producer():
     plgpu.set_max_registers(fwd._REGISTERS[c][1], action="decrease")
     total = group * n_steps
@@ -349,6 +355,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     @pl.loop(jnp.maximum(0, total - stages), total)
     def _(i):
       sync.await_release(0, lax.rem(i, stages))
+
+  _by_role(wg == c, _producer, _consumer)
 
 
 # --------------------------------------------------------------------------
@@ -376,7 +384,6 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   sync = fwd._Sync(wg, c, stages, interpret_bars if interpret else None)
   item = fwd._Item(b, n, qt, tiles_ref, cfg.masked_first, lengths=True)
 
-  @pl.when(wg < c)
   def _consumer():
     plgpu.set_max_registers(fwd._REGISTERS[c][0], action="increase")
     q_base = qt * (c * bq) + wg * bq
@@ -438,7 +445,6 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     _store_rows(dq * scale, q_smem, dq_ref.at[q_rows], dtype)
     plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
-  @pl.when(wg == c)
   def _producer():
     plgpu.set_max_registers(fwd._REGISTERS[c][1], action="decrease")
     kv_head = lax.div(n, jnp.array(group, n.dtype))
@@ -460,6 +466,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       slot = lax.rem(j, stages)
       sync.await_release(0, slot)
       sync.await_release(1, slot)
+
+  _by_role(wg == c, _producer, _consumer)
 
 
 # --------------------------------------------------------------------------
