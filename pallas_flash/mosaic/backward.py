@@ -87,15 +87,46 @@ def check_supported(params: KernelParams, q, k, v) -> None:
 # --------------------------------------------------------------------------
 
 
-def _scores_pair(a1, b1, a2, b2, shape):
-  """(a1 @ b1, a2 @ b2) in f32, both operands in shared memory, the two
-  wgmmas issued back to back and awaited once."""
-  def body(r1, r2):
-    plgpu.wgmma(r1, a1, b1)
-    plgpu.wgmma(r2, a2, b2)
-    return r1[...], r2[...]
-  return pl.run_scoped(body, plgpu.ACC(shape, jnp.float32),
-                       plgpu.ACC(shape, jnp.float32))
+def _scores_pair(a1, b1, a2, b2, init1, init2, interpret: bool):
+  """(init1 + a1 @ b1, init2 + a2 @ b2) in f32, the operands in shared
+  memory, the two wgmmas issued back to back and awaited once.  The inits
+  fold the softmax's row terms into the accumulators (``_row_terms``)."""
+  if interpret:  # no pl.run_state accumulators in GPU interpret mode
+    def body(r1, r2):
+      plgpu.wgmma(r1, a1, b1)
+      plgpu.wgmma(r2, a2, b2)
+      return r1[...], r2[...]
+    s1, s2 = pl.run_scoped(body, plgpu.ACC(init1.shape, jnp.float32),
+                           plgpu.ACC(init2.shape, jnp.float32))
+    return s1 + init1, s2 + init2
+
+  def body(refs):
+    plgpu.wgmma(refs[0], a1, b1)
+    plgpu.wgmma(refs[1], a2, b2)
+  return pl.run_state(body)((plgpu.ACC.init(init1), plgpu.ACC.init(init2)))
+
+
+def _row_terms(lse2, delta, shape, dim: int, scale: float,
+               cap: float | None):
+  """Accumulator inits for S and dP (``_scores_pair``) and a function of the
+  S accumulator -> (base-2 logits, tanh of the soft-cap or None,
+  the lse2 still to subtract or None).
+
+  dP starts at -delta, so the GEMM yields dP - delta (Alg. 2 line 14).
+  Without a soft-cap and with scale > 0, S starts at -lse2 / c
+  (c = scale * log2 e), so c * acc = c * S - lse2 is already the exponent of
+  P (line 11): the GEMMs do the subtractions, and no broadcast row term
+  stays live next to the score tiles.  lse2 = +inf (a fully masked or
+  padded row) gives -inf, P = 0."""
+  bcast = lambda x: plgpu.layout_cast(lax.broadcast_in_dim(x, shape, [dim]),
+                                      _WGMMA)
+  c = scale * _LOG2E
+  if cap is None and scale > 0:
+    return (bcast(-lse2 / c), bcast(-delta),
+            lambda acc: (acc * c, None, None))
+  zeros = plgpu.layout_cast(jnp.zeros(shape, jnp.float32), _WGMMA)
+  return zeros, bcast(-delta), lambda acc: (*_logits2(acc, scale, cap),
+                                            bcast(lse2))
 
 
 def _accumulate(accs, products, interpret: bool):
@@ -128,10 +159,10 @@ def _logits2(s, scale: float, cap: float | None):
   return th * (cap * _LOG2E), th
 
 
-def _ds(p, dp, delta, th):
+def _ds(p, dp_minus_delta, th):
   """dS = P * (dP - delta) (Alg. 2 line 14), through the soft-cap's tanh;
   the softmax scale is applied once to dK / dQ at the end."""
-  ds = p * (dp - delta)
+  ds = p * dp_minus_delta
   if th is not None:
     ds = ds * (1.0 - th * th)
   return ds
@@ -271,10 +302,13 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       q_smem, do_smem = q_smems.at[slot], do_smems.at[slot]
       plgpu.barrier_wait(q_bars.at[slot])
       plgpu.barrier_wait(do_bars.at[slot])
-      # -- S^T = K Q^T and dP^T = V dO^T  [bk, bq]
-      s, dp = _scores_pair(k_smem, q_smem.transpose((1, 0)),
-                           v_smem, do_smem.transpose((1, 0)), (bk, bq))
-      x, th = _logits2(s, scale, cap)
+      # -- S^T = K Q^T and dP^T - delta = V dO^T - delta  [bk, bq]
+      s_init, dp_init, logits = _row_terms(lse2, delta, (bk, bq), 1, scale,
+                                           cap)
+      s, dp = _scores_pair(k_smem, q_smem.transpose((1, 0)), v_smem,
+                           do_smem.transpose((1, 0)), s_init, dp_init,
+                           interpret)
+      x, th, lse2 = logits(s)
       if masked:
         ok = masks.position_visible(spec, qt * bq + iota(1), kv_base + iota(0),
                                     item.q_len, item.kv_len, item.offset)
@@ -291,11 +325,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
           ok = ok & (tile != 0)
         x = jnp.where(ok, x, masks.MASK_VALUE)
       # -- P^T (Alg. 2 line 11); lse2 = +inf on fully masked rows gives 0
-      p = jnp.exp2(x - lax.broadcast_in_dim(lse2, (bk, bq), [1]))
+      p = jnp.exp2(x if lse2 is None else x - lse2)
 
       def ds_t():  # computed while the dV wgmma runs
-        d = lax.broadcast_in_dim(delta, (bk, bq), [1])
-        ds = _ds(p, dp, d, th).astype(dtype)
+        ds = _ds(p, dp, th).astype(dtype)
         if fused:  # dS^T for the dQ GEMM's transposed A operand
           ds_smem[...] = ds
           plgpu.commit_smem()
@@ -391,10 +424,10 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     q_smem, do_smem = q_smems.at[wg], do_smems.at[wg]
     plgpu.copy_gmem_to_smem(q_ref.at[q_rows], q_smem, q_bars.at[wg])
     plgpu.copy_gmem_to_smem(do_ref.at[q_rows], do_smem, do_bars.at[wg])
-    row_vec = lambda ref: lax.broadcast_in_dim(plgpu.load(
-        ref.at[b, n, pl.ds(q_base, bq)], layout=_ROW, optimized=False),
-        (bq, bk), [0])
-    lse2, delta = row_vec(lse_ref), row_vec(delta_ref)
+    row_vec = lambda ref: plgpu.load(ref.at[b, n, pl.ds(q_base, bq)],
+                                     layout=_ROW, optimized=False)
+    s_init, dp_init, logits = _row_terms(row_vec(lse_ref), row_vec(delta_ref),
+                                         (bq, bk), 0, scale, cap)
     if spec.has_segments:
       q_seg = lax.broadcast_in_dim(plgpu.load(
           q_seg_ref.at[b, pl.ds(q_base, bq)], layout=_ROW, optimized=False),
@@ -412,11 +445,12 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       k_smem, v_smem = k_smems.at[slot], v_smems.at[slot]
       plgpu.barrier_wait(k_bars.at[slot])
       plgpu.barrier_wait(v_bars.at[slot])
-      # -- S = Q K^T and dP = dO V^T  [bq, bk]
-      s, dp = _scores_pair(q_smem, k_smem.transpose((1, 0)),
-                           do_smem, v_smem.transpose((1, 0)), (bq, bk))
+      # -- S = Q K^T and dP - delta = dO V^T - delta  [bq, bk]
+      s, dp = _scores_pair(q_smem, k_smem.transpose((1, 0)), do_smem,
+                           v_smem.transpose((1, 0)), s_init, dp_init,
+                           interpret)
       sync.release(1, slot)  # V read
-      x, th = _logits2(s, scale, cap)
+      x, th, lse2 = logits(s)
       if masked:
         ok = masks.position_visible(spec, q_base + iota(0), ki * bk + iota(1),
                                     item.q_len, item.kv_len, item.offset)
@@ -433,8 +467,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
               layout=_WGMMA, optimized=False)
           ok = ok & (tile != 0)
         x = jnp.where(ok, x, masks.MASK_VALUE)
-      p = jnp.exp2(x - lse2)
-      ds = _ds(p, dp, delta, th).astype(dtype)
+      p = jnp.exp2(x if lse2 is None else x - lse2)
+      ds = _ds(p, dp, th).astype(dtype)
       # -- dQ += dS K  [bq, H]
       (dq,) = _accumulate((dq,), (lambda: (ds, k_smem),), interpret)
       sync.release(0, slot)  # K read
