@@ -252,6 +252,14 @@ class MosaicBackwardConfig:
 
   @classmethod
   def default(cls, head_dim: int, causal: bool) -> "MosaicBackwardConfig":
-    """The entry for a (padded) head dim <= 128; see docs/mosaic.md."""
-    del head_dim, causal
-    return cls()
+    """The entry for a (padded) head dim <= 128; see docs/mosaic.md.
+
+    d64: the dQ kernel steps over 128 keys (H100, 2026-11-22, bwd TFLOP/s,
+    same run: d64 S4k N 346 vs 324 and 332 vs 312, S16k C 340 vs 312); at
+    d128 64 keys (128: 386 vs 370 at S4k N but 354 vs 367 at S4k C, 441 vs
+    450 at S16k N: within the runs' spread, and 64 leaves the registers
+    for the wider dQ accumulator).  64-row query steps in the dK/dV kernel
+    (128 lost 30-45% at both head dims, spilling).
+    """
+    del causal
+    return cls(block_kv_dq=128 if head_dim <= 64 else 64)
