@@ -2,7 +2,8 @@
 from pallas_flash.api import flash_attention
 from pallas_flash.config import TritonConfig
 from pallas_flash.masks import MASKED_LSE
-from pallas_flash.mosaic.config import MosaicConfig
+from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 
-__all__ = ["flash_attention", "TritonConfig", "MosaicConfig", "MASKED_LSE"]
+__all__ = ["flash_attention", "TritonConfig", "MosaicConfig", "MosaicBackwardConfig",
+           "MASKED_LSE"]
 __version__ = "0.1.0"

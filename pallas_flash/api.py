@@ -71,8 +71,9 @@ def flash_attention(
     implementation: ``None`` picks the fastest path that supports the input
       on the current device (``"xla"`` on CPU); ``"triton"`` forces the
       Pallas-Triton kernels (Pallas interpret mode on a CPU-only machine);
-      ``"mosaic"`` the Hopper Mosaic GPU forward; ``"xla"`` the float32
-      reference.
+      ``"mosaic"`` the Hopper Mosaic GPU kernels (forward; backward for
+      head dim <= 128, else the Pallas-Triton backward); ``"xla"`` the
+      float32 reference.
     return_residual: also return the log-sum-exp ``[B, T, N]`` (float32,
       under ``stop_gradient`` as in jax.nn).
     causal_alignment: ``"top_left"`` (jax.nn's: query ``i`` sees keys
@@ -90,8 +91,9 @@ def flash_attention(
       when T == S.
     logits_soft_cap: ``cap``: logits become ``cap * tanh(logits / cap)``.
     config: backend tuning (``pallas_flash.TritonConfig`` for ``"triton"``,
-      ``pallas_flash.MosaicConfig`` for ``"mosaic"``); ``None`` takes the
-      measured per-head-dim default.
+      ``pallas_flash.MosaicConfig`` for ``"mosaic"``, whose ``backward``
+      field takes a ``pallas_flash.MosaicBackwardConfig``); ``None`` takes
+      the measured per-head-dim default.
 
   Returns:
     ``out`` with the shape and dtype of ``query``; with
