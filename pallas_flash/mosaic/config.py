@@ -254,12 +254,19 @@ class MosaicBackwardConfig:
   def default(cls, head_dim: int, causal: bool) -> "MosaicBackwardConfig":
     """The entry for a (padded) head dim <= 128; see docs/mosaic.md.
 
-    d64: the dQ kernel steps over 128 keys (H100, 2026-11-22, bwd TFLOP/s,
-    same run: d64 S4k N 346 vs 324 and 332 vs 312, S16k C 340 vs 312); at
-    d128 64 keys (128: 386 vs 370 at S4k N but 354 vs 367 at S4k C, 441 vs
-    450 at S16k N: within the runs' spread, and 64 leaves the registers
-    for the wider dQ accumulator).  64-row query steps in the dK/dV kernel
-    (128 lost 30-45% at both head dims, spilling).
+    Measured on an H100, 2026-11-22, backward TFLOP/s in one run each:
+    * d64: 128-row query steps in the dK/dV kernel (run 11: S4k N 377 vs
+      331, S4k C 318 vs 298, S16k C 372 vs 335; they spilled and lost before
+      the row terms were folded into the accumulators, run 1), and the dQ
+      kernel steps over 128 keys (runs 2 and 5: S4k N 346 vs 324 and 332 vs
+      312, S16k C 340 vs 312).
+    * d128: 64 and 64.  128-row query steps spill (dK and dV take 128 of
+      the consumer's 232 registers): 200-232 vs 358-416 (run 1); 128-key dQ
+      steps were level (run 2: 386 vs 370, 354 vs 367, 408 vs 403; run 5:
+      424 vs 429, 441 vs 450, 454 vs 451).
+    * three stages: no gain (run 1; run 11 at d64: 320 vs 331, 297 vs 298).
     """
     del causal
-    return cls(block_kv_dq=128 if head_dim <= 64 else 64)
+    if head_dim <= 64:
+      return cls(block_q_dkv=128, block_kv_dq=128)
+    return cls()
