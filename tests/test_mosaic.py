@@ -293,15 +293,9 @@ LOWERINGS = [  # (head dim, causal, config, extra masking)
 ]
 
 
-@pytest.mark.parametrize("h,causal,config,extra", LOWERINGS, ids=str)
-def test_lowers_for_cuda(monkeypatch, h, causal, config, extra):
-  """The Pallas -> Mosaic GPU lowering, which interpret mode skips, runs on
-  any machine: lower the kernel for CUDA without a GPU (it caught a constant
-  loop operand that only the GPU rejected)."""
-  monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
-  monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
-  b, t = 2, 1000
-  q = jax.ShapeDtypeStruct((b, t, 4, h), jnp.bfloat16)
+def _lowering_call(h, causal, config, extra, b=2, t=1000):
+  """(MaskArrays, KernelParams) of a [b, t] call with the ``extra`` masking
+  of the LOWERINGS tables, for lowering without a GPU."""
   lens = jnp.full((b,), t, jnp.int32)
   arrays = masks.MaskArrays(lens, lens)
   spec = masks.MaskSpec(is_causal=causal)
@@ -315,6 +309,18 @@ def test_lowers_for_cuda(monkeypatch, h, causal, config, extra):
   params = KernelParams(spec=spec, scale=h ** -0.5, forward="mosaic",
                         config=config,
                         logits_soft_cap=20.0 if extra == "soft-cap" else None)
+  return arrays, params
+
+
+@pytest.mark.parametrize("h,causal,config,extra", LOWERINGS, ids=str)
+def test_lowers_for_cuda(monkeypatch, h, causal, config, extra):
+  """The Pallas -> Mosaic GPU lowering, which interpret mode skips, runs on
+  any machine: lower the kernel for CUDA without a GPU (it caught a constant
+  loop operand that only the GPU rejected)."""
+  monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
+  monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
+  arrays, params = _lowering_call(h, causal, config, extra)
+  q = jax.ShapeDtypeStruct((2, 1000, 4, h), jnp.bfloat16)
   f = jax.jit(lambda q: mosaic_forward.forward(q, q, q, arrays, params))
   f.trace(q).lower(lowering_platforms=("cuda",))
 
@@ -461,22 +467,11 @@ def test_backward_lowers_for_cuda(monkeypatch, h, causal, config, extra):
   """The backward's Pallas -> Mosaic GPU lowering on any machine (GQA 4/2)."""
   monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
   b, t = 2, 1000
+  arrays, params = _lowering_call(h, causal, MosaicConfig(backward=config),
+                                  extra, b, t)
   q = jax.ShapeDtypeStruct((b, t, 4, h), jnp.bfloat16)
   kv = jax.ShapeDtypeStruct((b, t, 2, h), jnp.bfloat16)
   lse = jax.ShapeDtypeStruct((b, 4, t), jnp.float32)
-  lens = jnp.full((b,), t, jnp.int32)
-  arrays = masks.MaskArrays(lens, lens)
-  spec = masks.MaskSpec(is_causal=causal)
-  if extra == "segments":
-    seg = jnp.zeros((b, t), jnp.int32)
-    arrays = arrays._replace(q_segment_ids=seg, kv_segment_ids=seg)
-    spec = dataclasses.replace(spec, has_segments=True)
-  elif extra == "dense mask":
-    arrays = arrays._replace(mask=jnp.ones((b, 1, t, t), bool))
-    spec = dataclasses.replace(spec, dense_mask_shape=(b, 1, t, t))
-  params = KernelParams(spec=spec, scale=h ** -0.5, forward="mosaic",
-                        config=MosaicConfig(backward=config),
-                        logits_soft_cap=20.0 if extra == "soft-cap" else None)
   f = jax.jit(lambda q, k, v, o, lse, do: mosaic_backward.backward(
       q, k, v, arrays, o, lse, do, params))
   f.trace(q, kv, kv, q, lse, q).lower(lowering_platforms=("cuda",))

@@ -52,6 +52,7 @@ from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 from pallas_flash.params import KernelParams
 
 _WGMMA, _ROW, _COL = fwd._WGMMA, fwd._ROW, fwd._COL
+segment_ids = fwd.segment_ids
 _LOG2E = math.log2(math.e)
 _TILED = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
 
@@ -276,9 +277,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     plgpu.copy_gmem_to_smem(k_ref.at[kv_rows], k_smem, k_bars.at[wg])
     plgpu.copy_gmem_to_smem(v_ref.at[kv_rows], v_smem, v_bars.at[wg])
     if spec.has_segments:
-      kv_seg = plgpu.load(kv_seg_ref.at[b, pl.ds(kv_base, bk)], layout=_ROW,
-                          optimized=False)
-      kv_seg = lax.broadcast_in_dim(kv_seg, (bk, bq), [0])
+      kv_seg = segment_ids(kv_seg_ref, b, pl.ds(kv_base, bk), (bk, bq), 0)
     zeros = plgpu.layout_cast(jnp.zeros((bk, head_dim), jnp.float32), _WGMMA)
     if fused:
       ds_smem, dq_smem = fused_smem[0].at[wg], fused_smem[1].at[wg]
@@ -310,19 +309,15 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                            interpret)
       x, th, lse2 = logits(s)
       if masked:
-        ok = masks.position_visible(spec, qt * bq + iota(1), kv_base + iota(0),
-                                    item.q_len, item.kv_len, item.offset)
+        segs = dense = None
         if spec.has_segments:
-          q_seg = plgpu.load(q_seg_ref.at[b, q_rows], layout=_COL,
-                             optimized=False)
-          ok = ok & masks.segment_visible(
-              lax.broadcast_in_dim(q_seg, (bk, bq), [1]), kv_seg)
-        if mask_ref is not None:  # [Bm, Nm, Sp, Tp]: already key-major
-          mb = b if mask_ref.shape[0] > 1 else 0
-          mn = n if mask_ref.shape[1] > 1 else 0
-          tile = plgpu.load(mask_ref.at[mb, mn, pl.ds(kv_base, bk), q_rows],
-                            layout=_WGMMA, optimized=False)
-          ok = ok & (tile != 0)
+          segs = lambda: (segment_ids(q_seg_ref, b, q_rows, (bk, bq), 1),
+                          kv_seg)
+        if mask_ref is not None:  # a key-major copy of the dense mask
+          dense = lambda: fwd.dense_tile(mask_ref, b, n, pl.ds(kv_base, bk),
+                                         q_rows)
+        ok = fwd.tile_visible(spec, item, qt * bq + iota(1),
+                              kv_base + iota(0), segs, dense)
         x = jnp.where(ok, x, masks.MASK_VALUE)
       # -- P^T (Alg. 2 line 11); lse2 = +inf on fully masked rows gives 0
       p = jnp.exp2(x if lse2 is None else x - lse2)
@@ -429,9 +424,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     s_init, dp_init, logits = _row_terms(row_vec(lse_ref), row_vec(delta_ref),
                                          (bq, bk), 0, scale, cap)
     if spec.has_segments:
-      q_seg = lax.broadcast_in_dim(plgpu.load(
-          q_seg_ref.at[b, pl.ds(q_base, bq)], layout=_ROW, optimized=False),
-          (bq, bk), [0])
+      q_seg = segment_ids(q_seg_ref, b, pl.ds(q_base, bq), (bq, bk), 0)
     dq = plgpu.layout_cast(jnp.zeros((bq, head_dim), jnp.float32), _WGMMA)
     plgpu.barrier_wait(q_bars.at[wg])
     plgpu.barrier_wait(do_bars.at[wg])
@@ -452,20 +445,16 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       sync.release(1, slot)  # V read
       x, th, lse2 = logits(s)
       if masked:
-        ok = masks.position_visible(spec, q_base + iota(0), ki * bk + iota(1),
-                                    item.q_len, item.kv_len, item.offset)
+        k_rows = lambda: pl.ds(ki * bk, bk)
+        segs = dense = None
         if spec.has_segments:
-          kv_seg = plgpu.load(kv_seg_ref.at[b, pl.ds(ki * bk, bk)],
-                              layout=_COL, optimized=False)
-          ok = ok & masks.segment_visible(
-              q_seg, lax.broadcast_in_dim(kv_seg, (bq, bk), [1]))
+          segs = lambda: (q_seg, segment_ids(kv_seg_ref, b, k_rows(),
+                                             (bq, bk), 1))
         if mask_ref is not None:
-          mb = b if mask_ref.shape[0] > 1 else 0
-          mn = n if mask_ref.shape[1] > 1 else 0
-          tile = plgpu.load(
-              mask_ref.at[mb, mn, pl.ds(q_base, bq), pl.ds(ki * bk, bk)],
-              layout=_WGMMA, optimized=False)
-          ok = ok & (tile != 0)
+          dense = lambda: fwd.dense_tile(mask_ref, b, n, pl.ds(q_base, bq),
+                                         k_rows())
+        ok = fwd.tile_visible(spec, item, q_base + iota(0), ki * bk + iota(1),
+                              segs, dense)
         x = jnp.where(ok, x, masks.MASK_VALUE)
       p = jnp.exp2(x if lse2 is None else x - lse2)
       ds = _ds(p, dp, th).astype(dtype)

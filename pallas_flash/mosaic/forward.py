@@ -225,6 +225,38 @@ class _Item:
                   self.full_first + (j - self.n_masked)))
 
 
+def segment_ids(ref, b, rows, shape, dim: int):
+  """Segment ids of positions ``rows`` of batch row b ([B, T] or [B, S]
+  int32), broadcast to a score tile of ``shape`` along which they run on
+  axis ``dim``."""
+  ids = plgpu.load(ref.at[b, rows], layout=_ROW if dim == 0 else _COL,
+                   optimized=False)
+  return lax.broadcast_in_dim(ids, shape, [dim])
+
+
+def dense_tile(mask_ref, b, n, rows, cols):
+  """The [rows, cols] tile of an int8 dense mask [Bm, Nm, ., .] for batch
+  row b and head n (size-1 dims broadcast)."""
+  mb = b if mask_ref.shape[0] > 1 else 0
+  mn = n if mask_ref.shape[1] > 1 else 0
+  return mask_ref.at[mb, mn, rows, cols]
+
+
+def tile_visible(spec: masks.MaskSpec, item: _Item, q_pos, k_pos,
+                 segments=None, dense=None):
+  """Element-wise mask of one score tile, ``masks`` semantics: positions
+  (broadcast to the tile), then optionally ``segments()`` -> (q_seg, kv_seg)
+  broadcast to the tile and ``dense()`` -> the dense mask's tile ref
+  (``dense_tile``, read in the WGMMA layout), loaded only once needed."""
+  ok = masks.position_visible(spec, q_pos, k_pos, item.q_len, item.kv_len,
+                              item.offset)
+  if segments is not None:
+    ok = ok & masks.segment_visible(*segments())
+  if dense is not None:
+    ok = ok & (plgpu.load(dense(), layout=_WGMMA, optimized=False) != 0)
+  return ok
+
+
 def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       spec: masks.MaskSpec, scale: float, cap: float | None,
                       block_q: int, block_kv: int, num_stages: int,
@@ -330,9 +362,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         else:  # later items' Q was loaded during the previous item
           pl.when(i == 0)(lambda: load_q(item))
         if spec.has_segments:
-          q_seg = plgpu.load(q_seg_ref.at[b, pl.ds(q_base, bq)], layout=_ROW,
-                             optimized=False)
-          q_seg = lax.broadcast_in_dim(q_seg, (bq, bk), [0])
+          q_seg = segment_ids(q_seg_ref, b, pl.ds(q_base, bq), (bq, bk), 0)
         m_i = plgpu.layout_cast(jnp.full((bq,), -jnp.inf, jnp.float32), _ROW)
         l_i = plgpu.layout_cast(jnp.full((bq,), 0.0, jnp.float32), _ROW)
         acc = plgpu.layout_cast(jnp.full((bq, head_dim), 0.0, jnp.float32),
@@ -352,22 +382,16 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             return m_new, p
           s = logits_base2(s)
           if masked:
-            q_pos = q_base + iota(0)
-            k_pos = ki * bk + iota(1)
-            ok = masks.position_visible(spec, q_pos, k_pos, item.q_len,
-                                        item.kv_len, item.offset)
+            k_rows = lambda: pl.ds(ki * bk, bk)
+            segs = dense = None
             if spec.has_segments:
-              kv_seg = plgpu.load(kv_seg_ref.at[b, pl.ds(ki * bk, bk)],
-                                  layout=_COL, optimized=False)
-              kv_seg = lax.broadcast_in_dim(kv_seg, (bq, bk), [1])
-              ok = ok & masks.segment_visible(q_seg, kv_seg)
+              segs = lambda: (q_seg, segment_ids(kv_seg_ref, b, k_rows(),
+                                                 (bq, bk), 1))
             if mask_ref is not None:
-              mb = b if mask_ref.shape[0] > 1 else 0
-              mn = n if mask_ref.shape[1] > 1 else 0
-              tile = plgpu.load(
-                  mask_ref.at[mb, mn, pl.ds(q_base, bq), pl.ds(ki * bk, bk)],
-                  layout=_WGMMA, optimized=False)
-              ok = ok & (tile != 0)
+              dense = lambda: dense_tile(mask_ref, b, n, pl.ds(q_base, bq),
+                                         k_rows())
+            ok = tile_visible(spec, item, q_base + iota(0), ki * bk + iota(1),
+                              segs, dense)
             s = jnp.where(ok, s, _MASK)
           m_new = jnp.maximum(m_i, s.max(axis=1))
           p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
