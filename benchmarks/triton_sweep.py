@@ -1,6 +1,6 @@
 """Block-size sweep of the Pallas-Triton kernels against JAX's own Pallas-Triton
 ``mha`` on the FlashAttention benchmark workload (bf16, batch*seqlen = 16384,
-hidden 2048).  Backs the defaults in ``pallas_flash/config.py``.
+hidden 2048).  Backs the defaults in ``pallas_flash/triton/config.py``.
 
     python -m benchmarks.triton_sweep [--quick] [--cells-only] [--json OUT.json]
 

@@ -1,6 +1,6 @@
 """pallas_flash: FlashAttention for JAX as Pallas GPU kernels."""
 from pallas_flash.api import flash_attention
-from pallas_flash.config import TritonConfig
+from pallas_flash.triton.config import TritonConfig
 from pallas_flash.masks import MASKED_LSE
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 

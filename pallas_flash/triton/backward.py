@@ -24,7 +24,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from pallas_flash import masks
-from pallas_flash.config import TritonConfig
+from pallas_flash.triton.config import TritonConfig
 from pallas_flash.params import KernelParams
 from pallas_flash.triton import tiles
 from pallas_flash.triton.forward import kv_tile_loops
