@@ -2,7 +2,8 @@
 Alg. 2 backward).  Residuals are q, k, v, out and lse only: O(N) memory; the
 backward recomputes the score tiles from the saved lse.  The backward runs
 on the forward's backend where that backend has one for the input (Mosaic
-GPU on Hopper), else on the Pallas-Triton kernels.
+GPU on Hopper), else on the Pallas-Triton kernels.  Both backend calls go
+through ``sharding.py``, which partitions them per shard under jit.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import functools
 
 import jax
 
-from pallas_flash import masks
+from pallas_flash import masks, sharding
 from pallas_flash.params import KernelParams
 from pallas_flash.triton import backward as triton_backward
 from pallas_flash.triton import forward as triton_forward
@@ -39,11 +40,11 @@ def check_supported(params: KernelParams, q, k, v, bias):
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def flash(params: KernelParams, q, k, v, arrays: masks.MaskArrays):
   """Returns (out [B, T, N, H], lse [B, N, T] f32, +inf on fully masked rows)."""
-  return _forward_impl(params)(q, k, v, arrays, params)
+  return sharding.forward(_forward_impl(params), q, k, v, arrays, params)
 
 
 def _flash_fwd(params, q, k, v, arrays):
-  out, lse = _forward_impl(params)(q, k, v, arrays, params)
+  out, lse = sharding.forward(_forward_impl(params), q, k, v, arrays, params)
   return (out, lse), (q, k, v, arrays, out, lse)
 
 
@@ -61,8 +62,8 @@ def _backward_impl(params: KernelParams, q, k, v):
 def _flash_bwd(params, residuals, cotangents):
   q, k, v, arrays, out, lse = residuals
   d_out, _ = cotangents  # lse is returned under stop_gradient, as in jax.nn
-  dq, dk, dv = _backward_impl(params, q, k, v)(q, k, v, arrays, out, lse,
-                                                d_out, params)
+  dq, dk, dv = sharding.backward(_backward_impl(params, q, k, v), q, k, v,
+                                 arrays, out, lse, d_out, params)
   return dq, dk, dv, None
 
 

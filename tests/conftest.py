@@ -16,6 +16,13 @@ sys.path.insert(0, os.path.dirname(__file__))  # tests/cases.py
 if int(os.environ.get("NPROC") or 0) < 8:
   os.environ["NPROC"] = str(max(8, os.cpu_count() or 1))
 
+# tests/test_sharding.py partitions over 4 CPU devices; the other tests use
+# device 0.  Like NPROC, this must be set before the CPU client starts.
+_DEVICES_FLAG = "--xla_force_host_platform_device_count"
+if _DEVICES_FLAG not in os.environ.get("XLA_FLAGS", ""):
+  os.environ["XLA_FLAGS"] = " ".join(
+      filter(None, [os.environ.get("XLA_FLAGS"), f"{_DEVICES_FLAG}=4"]))
+
 import jax
 import pytest
 

@@ -1,0 +1,221 @@
+"""Partitioning of the kernel calls under ``jax.jit`` (batch / head sharding).
+
+A ``pallas_call`` is opaque to XLA's partitioner, which would all-gather
+sharded q/k/v and run the whole kernel on every device.  Here the backend
+forward and backward calls are wrapped in ``custom_partitioning``: a Shardy
+rule tells the propagation which dims are independent (batch, heads) and
+which the kernel needs whole (T, S, H); the partition callback then runs the
+backend function on each device's local shapes, with no collectives.
+
+Heads: query head ``n`` reads kv head ``n // G`` (G = N // K), so q's N and
+k/v's K may only be split together, into whole kv-head groups (each shard
+holds K/shards kv heads and their G * K/shards query heads).  A head
+sharding that splits a group (K % shards != 0) is dropped: heads are
+replicated and the result stays correct.  An uneven split of B is dropped
+likewise (the padded rows would carry garbage lengths into the kernel).
+
+Letters as in ``api.py``: B batch, T / S query / key length, N / K query /
+kv heads, H head dim.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import jax
+from jax.experimental.custom_partitioning import (
+    ArrayMapping, SdyShardingRule, custom_partitioning)
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from pallas_flash import masks
+from pallas_flash.params import KernelParams
+
+_WHOLE = ("t", "s", "h")  # factors the kernels need unsplit
+
+
+def forward(fn: Callable, q, k, v, arrays: masks.MaskArrays,
+            params: KernelParams):
+  """``fn(q, k, v, arrays, params) -> (out, lse)``, partitioned per shard."""
+  call = lambda q, k, v, arrays: tuple(fn(q, k, v, arrays, params))
+  return _partitioned(call, (q, k, v, arrays), backward_pass=False)
+
+
+def backward(fn: Callable, q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
+             params: KernelParams):
+  """``fn(q, k, v, arrays, out, lse, d_out, params) -> (dq, dk, dv)``,
+  partitioned per shard."""
+  call = lambda q, k, v, arrays, out, lse, d_out: tuple(
+      fn(q, k, v, arrays, out, lse, d_out, params))
+  return _partitioned(call, (q, k, v, arrays, out, lse, d_out),
+                      backward_pass=True)
+
+
+def _partitioned(call, args, *, backward_pass: bool):
+  explicit = _explicit_axes(args)
+  if explicit:
+    # Explicit mesh axes (jax.make_mesh's default) put the sharding in the
+    # types, which pallas_call cannot take: partition as Auto axes, then type
+    # the results like the inputs.
+    q, k, v = (jax.typeof(x).sharding for x in args[:3])
+    qb, qt, qn, _ = tuple(q.spec) + (None,) * (4 - len(q.spec))
+    lse = NamedSharding(q.mesh, P(qb, qn, qt))
+    out_sharding = (q, k, v) if backward_pass else (q, lse)
+    inner = lambda args: _partitioned(call, args, backward_pass=backward_pass)
+    return jax.sharding.auto_axes(inner, axes=explicit,
+                                  out_sharding=out_sharding)(args)
+
+  # custom_partitioning takes no closed-over constants (a backend may close
+  # over numpy tables): trace once on the global shapes and pass the
+  # constants in as replicated operands.
+  closed = jax.make_jaxpr(call)(*args)
+  consts = tuple(closed.consts)
+
+  def body(consts, args):
+    return tuple(jax.core.eval_jaxpr(closed.jaxpr, list(consts),
+                                     *jax.tree.leaves(args)))
+
+  if closed.effects:
+    # custom_partitioning drops effects, and the Mosaic GPU interpreter (CPU
+    # only) orders its io_callbacks by effect tokens: run it unpartitioned.
+    return body(consts, args)
+
+  def partition(mesh, arg_shapes, result_shape):
+    del result_shape
+    const_shapes, shapes = arg_shapes
+    arg_shardings, out_shardings = _shardings(mesh, shapes, backward_pass)
+    replicated = tuple(NamedSharding(mesh, P()) for _ in const_shapes)
+
+    def per_shard(consts, args):  # local shapes: the kernels take any B, N
+      del consts  # the retrace makes its own
+      return call(*args)
+
+    return mesh, per_shard, out_shardings, (replicated, arg_shardings)
+
+  def infer(mesh, arg_shapes, result_shape):  # GSPMD (Shardy off) only
+    del result_shape
+    return _shardings(mesh, arg_shapes[1], backward_pass)[1]
+
+  def rule(mesh, value_types, result_types):
+    del mesh, result_types
+    return _rule(args[3], value_types, len(consts), backward_pass)
+
+  partitioned = custom_partitioning(body)
+  partitioned.def_partition(partition=partition,
+                            infer_sharding_from_operands=infer,
+                            sharding_rule=rule)
+
+  # custom_partitioning has no batching rule; under vmap run the backend as
+  # before (pallas_call batches itself), unpartitioned.
+  @jax.custom_batching.custom_vmap
+  def run(args):
+    return partitioned(consts, args)
+
+  @run.def_vmap
+  def _run_vmap(axis_size, in_batched, args):
+    del axis_size
+    in_axes = jax.tree.map(lambda b: 0 if b else None, in_batched[0])
+    out = jax.vmap(call, in_axes=in_axes)(*args)
+    return out, tuple(True for _ in out)
+
+  return run(args)
+
+
+def _explicit_axes(args) -> tuple[str, ...]:
+  """Explicit mesh axes that the inputs' types are sharded over."""
+  axes = []
+  for x in jax.tree.leaves(args):
+    sharding = jax.typeof(x).sharding
+    explicit = getattr(sharding.mesh, "explicit_axes", ())
+    for entry in getattr(sharding, "spec", ()):
+      axes += [a for a in _axes(entry) if a in explicit and a not in axes]
+  return tuple(axes)
+
+
+# --- Shardy rule ------------------------------------------------------------
+
+def _rule(arrays: masks.MaskArrays, value_types, num_consts, backward_pass):
+  # q's N ("n") and k/v's K ("k") are separate factors.  A compound N = (K, G)
+  # would let Shardy split q's heads inside a group, through sub-axes that
+  # the partition callback cannot even read as a mesh sharding (e.g. N=4,
+  # K=2 over 4 devices); the callback ties the two instead (_plan).
+  q_map = ArrayMapping("b", "t", "n", "h")
+  kv_map = ArrayMapping("b", "s", "k", "h")
+  lse_map = ArrayMapping("b", "n", "t")
+  mask_maps = [ArrayMapping("b"), ArrayMapping("b")]  # q_len, kv_len
+  if arrays.q_segment_ids is not None:
+    mask_maps += [ArrayMapping("b", "t"), ArrayMapping("b", "s")]
+  if arrays.mask is not None:
+    # A size-1 (broadcast) dim gets a factor of its own, never sharded (a
+    # shared factor would take the smallest size of its dims).
+    mask_maps.append(ArrayMapping(*(
+        f if size != 1 else f"m{f}"
+        for f, size in zip(("b", "n", "t", "s"), arrays.mask.shape))))
+  const_maps = [ArrayMapping(*(f"const{i}_{d}" for d in range(len(t.shape))))
+                for i, t in enumerate(value_types[:num_consts])]
+  operands = [*const_maps, q_map, kv_map, kv_map, *mask_maps]
+  if backward_pass:
+    operands += [q_map, lse_map, q_map]  # out, lse, d_out
+    results = (q_map, kv_map, kv_map)
+  else:
+    results = (q_map, lse_map)
+  # Shardy numbers factors by first appearance and wants the special factors
+  # listed in that order.
+  order = list(dict.fromkeys(f for m in (*operands, *results) for f in m))
+  whole = [f for f in order if f in _WHOLE or f.startswith("const")]
+  return SdyShardingRule(tuple(operands), results,
+                         need_replication_factors=tuple(whole))
+
+
+# --- partitioning -------------------------------------------------------------
+
+def _axes(entry) -> tuple[str, ...]:
+  if entry is None:
+    return ()
+  return tuple(entry) if isinstance(entry, (tuple, list)) else (entry,)
+
+
+def _dim_spec(sharding, dim: int):
+  """Mesh axes of one dim of a sharding (None: unsharded or not a mesh one)."""
+  if not isinstance(sharding, NamedSharding):
+    return None
+  spec = sharding.spec
+  return spec[dim] if dim < len(spec) else None
+
+
+def _kept(mesh, entry, *sizes):
+  """``entry`` if every size splits evenly over its mesh axes, else None."""
+  axes = _axes(entry)
+  if not axes:
+    return None
+  shards = math.prod(mesh.shape[a] for a in axes)
+  return entry if all(size % shards == 0 for size in sizes) else None
+
+
+def _plan(mesh, q, k):
+  """(batch, heads) mesh axes taken from q's sharding, or None each."""
+  b, _, n, _ = q.shape
+  kh = k.shape[2]
+  batch = _kept(mesh, _dim_spec(q.sharding, 0), b)
+  # Whole kv-head groups per shard: K % shards == 0 (then N % shards == 0 too).
+  heads = _kept(mesh, _dim_spec(q.sharding, 2), n, kh)
+  if set(_axes(batch)) & set(_axes(heads)):  # not a valid sharding; be safe
+    heads = None
+  return batch, heads
+
+
+def _shardings(mesh, shapes, backward_pass):
+  """(arg shardings, result shardings) that keep only batch / head axes."""
+  q, k, _, arrays = shapes[:4]
+  batch, heads = _plan(mesh, q, k)
+  ns = lambda *spec: NamedSharding(mesh, P(*spec))
+  qs = ns(batch, None, heads, None)  # also k, v, out, d_out, dq, dk, dv
+  lse = ns(batch, heads, None)
+  mask = None
+  if arrays.mask is not None:
+    bm, nm = arrays.mask.shape[:2]
+    mask = ns(batch if bm != 1 else None, heads if nm != 1 else None, None, None)
+  segments = None if arrays.q_segment_ids is None else ns(batch, None)
+  arr = masks.MaskArrays(ns(batch), ns(batch), segments, segments, mask)
+  if backward_pass:
+    return (qs, qs, qs, arr, qs, lse, qs), (qs, qs, qs)
+  return (qs, qs, qs, arr), (qs, lse)

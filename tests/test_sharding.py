@@ -1,0 +1,201 @@
+"""Batch / head sharding under jit (pallas_flash/sharding.py).
+
+On 4 devices (CPU: tests/conftest.py forces 4 host devices), every sharded
+call must equal the unsharded call of the same implementation, keep the
+input's sharding, and, for batch / head sharding, compile to no collective
+in the forward and in the forward + backward.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+
+import pallas_flash as pf
+
+pytestmark = pytest.mark.skipif(len(jax.devices()) < 4,
+                                reason="needs 4 devices (4 host devices on CPU)")
+
+_COLLECTIVES = re.compile(
+    r"all-gather|all-reduce|collective-permute|all-to-all|reduce-scatter")
+B, T, H = 4, 33, 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+  name: str
+  mesh: tuple[int, ...]
+  q: P  # q (and out / dq) sharding
+  kv: P | None = None  # k / v sharding; None: as q
+  n: int = 4
+  k: int = 4
+  t: int = T
+  mask: str | None = None  # "full" [B,N,T,S], "keys" [B,1,1,S], "heads" [1,N,T,S]
+  explicit: bool = False  # Explicit mesh axes (sharding in the types)
+
+  def __str__(self):
+    return self.name
+
+
+# Batch, heads, both (2 x 2 mesh, GQA with whole kv-head groups per shard);
+# the last on Explicit mesh axes, jax.make_mesh's default.
+PARTITIONED = [
+    Layout("batch", (4,), P("x"), mask="full"),
+    Layout("heads", (4,), P(None, None, "x"), mask="heads"),
+    Layout("batch_heads_gqa", (2, 2), P("x", None, "y"), k=2, mask="keys"),
+    Layout("batch_heads_gqa_explicit", (2, 2), P("x", None, "y"), k=2,
+           mask="keys", explicit=True),
+]
+
+
+def _mesh(shape, explicit=False):
+  names = ("x", "y")[:len(shape)]
+  kind = AxisType.Explicit if explicit else AxisType.Auto
+  return jax.make_mesh(shape, names, axis_types=(kind,) * len(shape),
+                       devices=jax.devices()[:4])
+
+
+def _inputs(lay: Layout):
+  # numpy draws: jax.random's eager ops would each compile (seconds here).
+  rng = np.random.default_rng(0)
+  normal = lambda *shape: jnp.asarray(rng.standard_normal(shape, np.float32))
+  q, k, v = (normal(B, lay.t, heads, H) for heads in (lay.n, lay.k, lay.k))
+  seg = np.repeat(np.arange(3), -(-lay.t // 3))[:lay.t]
+  extra = {
+      "query_seq_lengths": jnp.array([lay.t, 20, 7, 30], jnp.int32),
+      "key_value_seq_lengths": jnp.array([lay.t, 25, 31, 9], jnp.int32),
+      "query_segment_ids": jnp.asarray(np.stack([seg, seg[::-1]] * 2), jnp.int32),
+  }
+  if lay.mask is not None:
+    shape = {"full": (B, lay.n, lay.t, lay.t), "keys": (B, 1, 1, lay.t),
+             "heads": (1, lay.n, lay.t, lay.t)}[lay.mask]
+    extra["mask"] = jnp.asarray(rng.random(shape) < 0.8)
+  return (q, k, v), extra, normal(*q.shape)
+
+
+def _extra_spec(lay: Layout, name: str, x):
+  """Batch / head axes of q's sharding, on the dims where x has them."""
+  q_spec = tuple(lay.q) + (None,) * (4 - len(lay.q))
+  batch, heads = q_spec[0], q_spec[2]
+  if name == "mask":
+    return P(batch if x.shape[0] > 1 else None, heads if x.shape[1] > 1 else None)
+  return P(batch)
+
+
+def _shard(lay: Layout, qkv, extra):
+  mesh = _mesh(lay.mesh, lay.explicit)
+  put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))
+  q, k, v = qkv
+  kv = lay.q if lay.kv is None else lay.kv
+  qkv = (put(q, lay.q), put(k, kv), put(v, kv))
+  extra = {n: put(x, _extra_spec(lay, n, x)) for n, x in extra.items()}
+  return qkv, extra
+
+
+def _fns(impl):
+  def fwd(qkv, extra):
+    return pf.flash_attention(*qkv, is_causal=True, implementation=impl, **extra)
+
+  def fwd_bwd(qkv, extra, ct):
+    # out and the gradient of sum(out * ct) with respect to q, k, v.
+    out, vjp = jax.vjp(lambda qkv: fwd(qkv, extra), qkv)
+    return out, vjp(ct)[0]
+
+  return fwd, fwd_bwd
+
+
+@functools.cache
+def _jitted(impl):
+  """One jit per implementation: equal unsharded calls compile once."""
+  return tuple(jax.jit(f) for f in _fns(impl))
+
+
+def _collectives(jitted, *args):
+  compiled = jitted.lower(*args).compile()
+  return sorted(set(_COLLECTIVES.findall(compiled.as_text()))), compiled
+
+
+def _check_close(got, want):
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=0, atol=1e-6)
+
+
+def _check_sharding(got, want):
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    assert g.sharding.is_equivalent_to(w.sharding, g.ndim), (
+        g.sharding, w.sharding)
+
+
+def _run(impl, lay: Layout, *, no_collectives: bool):
+  qkv, extra, ct = _inputs(lay)
+  fwd, fwd_bwd = _jitted(impl)
+  want = fwd_bwd(qkv, extra, ct)
+  s_qkv, s_extra = _shard(lay, qkv, extra)
+  s_ct = jax.device_put(ct, s_qkv[0].sharding)
+  found_bwd, compiled = _collectives(fwd_bwd, s_qkv, s_extra, s_ct)
+  got = compiled(s_qkv, s_extra, s_ct)
+  _check_close(got, want)
+  _check_sharding(got[0], s_qkv[0])
+  if no_collectives:
+    found, compiled = _collectives(fwd, s_qkv, s_extra)
+    out = compiled(s_qkv, s_extra)
+    assert found == [], f"forward of {lay} compiles to {found}"
+    assert found_bwd == [], f"forward + backward of {lay} compiles to {found_bwd}"
+    _check_close(out, want[0])
+    _check_sharding(out, s_qkv[0])
+    _check_sharding(got[1], s_qkv)  # dq, dk, dv as q, k, v
+
+
+@pytest.mark.parametrize("lay", PARTITIONED, ids=str)
+@pytest.mark.parametrize("impl", ["triton", "xla"])
+def test_batch_and_head_sharding_runs_per_shard(impl, lay):
+  _run(impl, lay, no_collectives=True)
+
+
+def test_group_splitting_and_sequence_sharding_fall_back_to_gathers():
+  # N=4 query heads over 4 devices with K=2 kv heads (G=2) would put half a
+  # group on each shard, and T / S / H must be whole (here k / v are split
+  # over S): those dims are replicated (XLA gathers them), never wrong results.
+  lay = Layout("gqa_split_seq", (2, 2), P(None, None, ("x", "y")),
+               kv=P(None, "x"), k=2, t=34)
+  _run("triton", lay, no_collectives=False)
+
+
+def test_shard_map_runs_the_kernel_on_local_shapes():
+  # The kernels' out_shape carries no varying-axes type: check_vma=False.
+  lay = PARTITIONED[0]  # batch-sharded
+  qkv, extra, ct = _inputs(lay)
+  _, fwd_bwd = _fns("triton")
+  spec = {n: P("x") for n in extra}
+  mapped = jax.shard_map(fwd_bwd, mesh=_mesh((4,)), check_vma=False,
+                         in_specs=(P("x"), spec, P("x")), out_specs=P("x"))
+  _check_close(jax.jit(mapped)(qkv, extra, ct),
+               _jitted("triton")[1](qkv, extra, ct))
+
+
+def test_backend_constants_become_replicated_operands():
+  # custom_partitioning refuses closed-over constants; a backend's numpy
+  # tables must still partition per shard.
+  from pallas_flash import masks, sharding
+  table = np.arange(H, dtype=np.float32)
+
+  def backend(q, k, v, arrays, params):
+    del params
+    out = (q + table) * arrays.q_len[:, None, None, None] + k + v
+    return out, jnp.transpose(out[..., 0], (0, 2, 1))
+
+  qkv, _, _ = _inputs(PARTITIONED[0])
+  arrays = masks.MaskArrays(jnp.arange(B, dtype=jnp.int32),
+                            jnp.ones(B, jnp.int32))
+  f = jax.jit(lambda qkv, arrays: sharding.forward(backend, *qkv, arrays, None))
+  mesh = _mesh((4,))
+  s_qkv, s_arrays = jax.device_put((qkv, arrays), NamedSharding(mesh, P("x")))
+  found, compiled = _collectives(f, s_qkv, s_arrays)
+  assert found == []
+  _check_close(compiled(s_qkv, s_arrays), f(qkv, arrays))
