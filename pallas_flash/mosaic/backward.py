@@ -429,9 +429,6 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     plgpu.barrier_wait(q_bars.at[wg])
     plgpu.barrier_wait(do_bars.at[wg])
 
-    def iota(dim):
-      return plgpu.broadcasted_iota(jnp.int32, (bq, bk), dim, layout=_WGMMA)
-
     def step(j, dq, *, masked: bool):
       slot = lax.rem(j, stages)
       ki = item.tile_of(j)
@@ -445,16 +442,9 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       sync.release(1, slot)  # V read
       x, th, lse2 = logits(s)
       if masked:
-        k_rows = lambda: pl.ds(ki * bk, bk)
-        segs = dense = None
-        if spec.has_segments:
-          segs = lambda: (q_seg, segment_ids(kv_seg_ref, b, k_rows(),
-                                             (bq, bk), 1))
-        if mask_ref is not None:
-          dense = lambda: fwd.dense_tile(mask_ref, b, n, pl.ds(q_base, bq),
-                                         k_rows())
-        ok = fwd.tile_visible(spec, item, q_base + iota(0), ki * bk + iota(1),
-                              segs, dense)
+        ok = fwd.query_tile_visible(spec, item, b, n, q_base, ki, (bq, bk),
+                                    q_seg if spec.has_segments else None,
+                                    kv_seg_ref, mask_ref)
         x = jnp.where(ok, x, masks.MASK_VALUE)
       p = jnp.exp2(x if lse2 is None else x - lse2)
       ds = _ds(p, dp, th).astype(dtype)

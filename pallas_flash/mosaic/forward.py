@@ -257,6 +257,24 @@ def tile_visible(spec: masks.MaskSpec, item: _Item, q_pos, k_pos,
   return ok
 
 
+def query_tile_visible(spec: masks.MaskSpec, item: _Item, b, n, q_base, ki,
+                       shape, q_seg, kv_seg_ref, mask_ref):
+  """``tile_visible`` of a query-major [block_q, block_kv] score tile: rows
+  from q_base, keys of kv tile ki (the forward and the dQ kernel); q_seg is
+  the rows' segment ids broadcast to the tile (``segment_ids``)."""
+  bq, bk = shape
+  k_rows = lambda: pl.ds(ki * bk, bk)
+  segs = dense = None
+  if spec.has_segments:
+    segs = lambda: (q_seg, segment_ids(kv_seg_ref, b, k_rows(), shape, 1))
+  if mask_ref is not None:
+    dense = lambda: dense_tile(mask_ref, b, n, pl.ds(q_base, bq), k_rows())
+  iota = lambda dim: plgpu.broadcasted_iota(jnp.int32, shape, dim,
+                                            layout=_WGMMA)
+  return tile_visible(spec, item, q_base + iota(0), ki * bk + iota(1), segs,
+                      dense)
+
+
 def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       spec: masks.MaskSpec, scale: float, cap: float | None,
                       block_q: int, block_kv: int, num_stages: int,
@@ -327,9 +345,6 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         plgpu.copy_gmem_to_smem(q_ref.at[item.b, rows, item.n], q_smem,
                                 q_bars.at[wg])
 
-      def iota(dim):
-        return plgpu.broadcasted_iota(jnp.int32, (bq, bk), dim, layout=_WGMMA)
-
       def logits_base2(s):
         """scale, soft-cap, then x log2(e): what exp2 takes."""
         if cap is not None:
@@ -382,16 +397,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             return m_new, p
           s = logits_base2(s)
           if masked:
-            k_rows = lambda: pl.ds(ki * bk, bk)
-            segs = dense = None
-            if spec.has_segments:
-              segs = lambda: (q_seg, segment_ids(kv_seg_ref, b, k_rows(),
-                                                 (bq, bk), 1))
-            if mask_ref is not None:
-              dense = lambda: dense_tile(mask_ref, b, n, pl.ds(q_base, bq),
-                                         k_rows())
-            ok = tile_visible(spec, item, q_base + iota(0), ki * bk + iota(1),
-                              segs, dense)
+            ok = query_tile_visible(spec, item, b, n, q_base, ki, (bq, bk),
+                                    q_seg if spec.has_segments else None,
+                                    kv_seg_ref, mask_ref)
             s = jnp.where(ok, s, _MASK)
           m_new = jnp.maximum(m_i, s.max(axis=1))
           p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
