@@ -475,3 +475,27 @@ def test_backward_lowers_for_cuda(monkeypatch, h, causal, config, extra):
   f = jax.jit(lambda q, k, v, o, lse, do: mosaic_backward.backward(
       q, k, v, arrays, o, lse, do, params))
   f.trace(q, kv, kv, q, lse, q).lower(lowering_platforms=("cuda",))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["dense", "causal"])
+def test_public_path_lowers_for_cuda(monkeypatch, causal):
+  """The whole default Hopper path, lowered for CUDA on any machine: dispatch
+  (implementation=None), custom_vjp, the custom_partitioning of sharding.py,
+  the Mosaic forward and the Mosaic backward (GQA 4/2, d64 and d128)."""
+  import pallas_flash as pf
+  from pallas_flash import api
+  monkeypatch.setattr(api, "_on_gpu", lambda: True)
+  monkeypatch.setattr(api, "_is_hopper", lambda: True)
+  monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
+  monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
+  for h in (64, 128):
+    q = jax.ShapeDtypeStruct((2, 1000, 4, h), jnp.bfloat16)
+    kv = jax.ShapeDtypeStruct((2, 1000, 2, h), jnp.bfloat16)
+    loss = lambda q, k, v: pf.flash_attention(
+        q, k, v, is_causal=causal).astype(jnp.float32).sum()
+    lowered = jax.jit(jax.grad(loss, (0, 1, 2))).trace(q, kv, kv).lower(
+        lowering_platforms=("cuda",))
+    text = lowered.as_text()
+    for kernel in ("pallas_flash_mosaic_fwd", "pallas_flash_mosaic_dkdv",
+                   "pallas_flash_mosaic_dq"):
+      assert kernel in text, (h, kernel)
