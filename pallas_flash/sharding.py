@@ -213,7 +213,8 @@ def _shardings(mesh, shapes, backward_pass):
   mask = None
   if arrays.mask is not None:
     bm, nm = arrays.mask.shape[:2]
-    mask = ns(batch if bm != 1 else None, heads if nm != 1 else None, None, None)
+    mask = ns(batch if bm != 1 else None, heads if nm != 1 else None, None,
+              None)
   segments = None if arrays.q_segment_ids is None else ns(batch, None)
   arr = masks.MaskArrays(ns(batch), ns(batch), segments, segments, mask)
   if backward_pass:

@@ -248,12 +248,13 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   """One CTA: ``C * block_kv`` key rows of kv head ``heads``; loops over the
   G query heads of the kv head, then the query tiles of the tile table.
 
-  ``cfg.deterministic=False`` (FA3's backward, Sec. 3 of its appendix): each
-  step also computes this consumer's share of dQ, dS K_c [block_q, H], in
-  ``dq_cols``-column pieces (dS^T goes through shared memory to be the transposed A
-  operand) and adds it to an f32 dQ in HBM with TMA reduce-add: five GEMMs
-  per step instead of the two kernels' seven, but the adds of different CTAs
-  land in any order, so dQ's bits can change run to run."""
+  ``cfg.deterministic=False`` (as FA3's backward does): each step also
+  computes this consumer's share of dQ, dS K_c [block_q, H], in
+  ``dq_cols``-column pieces (dS^T goes through shared memory to be the
+  transposed A operand) and adds it to an f32 dQ in HBM with TMA
+  reduce-add: five GEMMs per step instead of the two kernels' seven, but
+  the adds of different CTAs land in any order, so dQ's bits can change run
+  to run."""
   q_seg_ref, kv_seg_ref, mask_ref, refs = _mask_refs(spec, refs)
   fused = not cfg.deterministic  # dQ by TMA reduce-add into refs[0] (f32)
   dq_acc_ref = refs.pop(0) if fused else None
