@@ -461,19 +461,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 
   def _producer():
     plgpu.set_max_registers(fwd._REGISTERS[c][1], action="decrease")
-    kv_head = lax.div(n, jnp.array(group, n.dtype))
-
-    @pl.loop(0, item.n_steps)
-    def _(j):
-      slot = lax.rem(j, stages)
-      rows = (b, pl.ds(item.tile_of(j) * bk, bk), kv_head)
-      refill = j >= stages
-      pl.when(refill)(lambda: sync.await_release(0, slot))
-      plgpu.copy_gmem_to_smem(k_ref.at[rows], k_smems.at[slot],
-                              k_bars.at[slot])
-      pl.when(refill)(lambda: sync.await_release(1, slot))
-      plgpu.copy_gmem_to_smem(v_ref.at[rows], v_smems.at[slot],
-                              v_bars.at[slot])
+    fwd.load_kv_tiles(item, group, bk, stages, sync, (k_ref, v_ref),
+                      (k_smems, v_smems), (k_bars, v_bars))
 
     @pl.loop(jnp.maximum(0, item.n_steps - stages), item.n_steps)
     def _(j):

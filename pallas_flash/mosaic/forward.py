@@ -275,6 +275,27 @@ def query_tile_visible(spec: masks.MaskSpec, item: _Item, b, n, q_base, ki,
                       dense)
 
 
+def load_kv_tiles(item: _Item, group: int, block_kv: int, num_stages: int,
+                  sync: _Sync, kv_refs, kv_smems, kv_bars, g0=None):
+  """The producer's loop over an item's steps: TMA copies of the K and V
+  tiles of step j into ring slot (g0 + j) % num_stages, each slot refilled
+  once the consumers released what it held num_stages steps before (the
+  forward and the dQ kernel).  ``g0``: ring steps before this item (None:
+  the item is the CTA's only one)."""
+  kv_head = lax.div(item.n, jnp.array(group, item.n.dtype))
+
+  @pl.loop(0, item.n_steps)
+  def _(j):
+    g = j if g0 is None else g0 + j
+    slot = lax.rem(g, num_stages)
+    rows = (item.b, pl.ds(item.tile_of(j) * block_kv, block_kv), kv_head)
+    refill = g >= num_stages  # the slot held step g - num_stages
+    for kind, (ref, smems, bars) in enumerate(zip(kv_refs, kv_smems,
+                                                  kv_bars)):
+      pl.when(refill)(lambda: sync.await_release(kind, slot))
+      plgpu.copy_gmem_to_smem(ref.at[rows], smems.at[slot], bars.at[slot])
+
+
 def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       spec: masks.MaskSpec, scale: float, cap: float | None,
                       block_q: int, block_kv: int, num_stages: int,
@@ -587,21 +608,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 
       def run_item(i, g0):
         item = work_item(i, lengths=False)
-        kv_head = lax.div(item.n, jnp.array(group, item.n.dtype))
-
-        @pl.loop(0, item.n_steps)
-        def _(j):
-          g = g0 + j
-          slot = lax.rem(g, num_stages)
-          rows = (item.b, pl.ds(item.tile_of(j) * bk, bk), kv_head)
-          refill = g >= num_stages  # the slot held step g - num_stages
-          pl.when(refill)(lambda: sync.await_release(0, slot))
-          plgpu.copy_gmem_to_smem(k_ref.at[rows], k_smems.at[slot],
-                                  k_bars.at[slot])
-          pl.when(refill)(lambda: sync.await_release(1, slot))
-          plgpu.copy_gmem_to_smem(v_ref.at[rows], v_smems.at[slot],
-                                  v_bars.at[slot])
-
+        load_kv_tiles(item, group, bk, num_stages, sync, (k_ref, v_ref),
+                      (k_smems, v_smems), (k_bars, v_bars), g0)
         return g0 + item.n_steps
 
       steps = for_each_item(run_item)
