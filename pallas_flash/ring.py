@@ -150,6 +150,12 @@ class _Static:
   zigzag: bool
 
 
+def _block_params(static: _Static, causal: bool) -> KernelParams:
+  """A block with a causal diagonal (top-left) or without a mask."""
+  return dataclasses.replace(static.params,
+                             spec=masks.MaskSpec(is_causal=causal))
+
+
 def _chunks(static: _Static, device):
   """Global chunk ids of the parts of a device's share (traced)."""
   if not static.zigzag:
@@ -209,8 +215,7 @@ def _forward(static: _Static, q, k, v):
                    jnp.float32) for x in q_parts]
 
   def block(causal, qa, kc, vc):
-    params = dataclasses.replace(static.params,
-                                 spec=masks.MaskSpec(is_causal=causal))
+    params = _block_params(static, causal)
     o, l = _kernels()._forward_impl(params)(qa, kc, vc, arrays, params)
     return o.astype(jnp.float32), jnp.where(jnp.isinf(l), -jnp.inf, l)
 
@@ -258,8 +263,7 @@ def _ring_bwd(static, residuals, d_out):
   arrays = _lengths(q_parts[0], _parts(static, k)[0])
 
   def block(causal, a, kc, vc):
-    params = dataclasses.replace(static.params,
-                                 spec=masks.MaskSpec(is_causal=causal))
+    params = _block_params(static, causal)
     grads = _kernels()._backward_impl(params, q_parts[a], kc, vc)(
         q_parts[a], kc, vc, arrays, out_parts[a], lse_parts[a], do_parts[a],
         params)
