@@ -169,19 +169,6 @@ def _ds(p, dp_minus_delta, th):
   return ds
 
 
-def _run_steps(item: fwd._Item, step, carry, *, start=0):
-  """The item's steps in its visiting order (``forward._Item``): masked edge
-  tiles and plain full tiles, ``step(j, carry, masked=...)``."""
-  masked = functools.partial(step, masked=True)
-  plain = functools.partial(step, masked=False)
-  if item.masked_first:
-    carry = lax.fori_loop(start, item.n_masked, masked, carry)
-    return lax.fori_loop(item.n_masked, item.n_steps, plain, carry)
-  carry = lax.fori_loop(start, item.n_lead, masked, carry)
-  carry = lax.fori_loop(item.n_lead, item.n_full_end, plain, carry)
-  return lax.fori_loop(item.n_full_end, item.n_steps, masked, carry)
-
-
 def _store_rows(acc, smem, dst, dtype):
   """acc -> shared memory (a tile no wgmma reads any more) -> HBM by TMA."""
   smem[...] = acc.astype(dtype)
@@ -210,22 +197,11 @@ def _launch(kernel, name, operands, out_type, order, consumers: int,
   )(*operands)
 
 
-def _mask_refs(spec: masks.MaskSpec, refs):
-  """Split the optional mask operands off a kernel's refs."""
-  refs = list(refs)
-  q_seg = kv_seg = dense = None
-  if spec.has_segments:
-    q_seg, kv_seg = refs.pop(0), refs.pop(0)
-  if spec.dense_mask_shape is not None:
-    dense = refs.pop(0)
-  return q_seg, kv_seg, dense, refs
-
-
 def _by_role(is_producer, producer, consumer):
-  """The warpgroup roles as the two branches of one if/else, the form in
-  which ptxas applies ``setmaxnreg`` per role (the consumers' code is then
-  register-allocated for 232 registers, the producer's for 40; ptxas's
-  report shows the entry's 65536 / 384 = 168)."""
+  """The warpgroup roles as the two branches of one if/else, the form ptxas
+  documents for ``setmaxnreg`` (the consumers' code is register-allocated
+  for 232 registers, the producer's for 40; ptxas's report shows the
+  entry's 65536 / 384 = 168)."""
   lax.cond(is_producer, producer, consumer)
 
 
@@ -255,7 +231,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   reduce-add: five GEMMs per step instead of the two kernels' seven, but
   the adds of different CTAs land in any order, so dQ's bits can change run
   to run."""
-  q_seg_ref, kv_seg_ref, mask_ref, refs = _mask_refs(spec, refs)
+  q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
   fused = not cfg.deterministic  # dQ by TMA reduce-add into refs[0] (f32)
   dq_acc_ref = refs.pop(0) if fused else None
   dk_ref, dv_ref, smem, barriers = refs
@@ -352,7 +328,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       return dk, dv
 
     def head(g, carry):
-      return _run_steps(item, functools.partial(step, g=g), carry)
+      return fwd.run_steps(item, functools.partial(step, g=g), carry)
 
     carry = (zeros, zeros)
     if group == 1:
@@ -400,7 +376,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   """One CTA: ``C * block_q`` query rows of head ``heads``; loops over the
   kv tiles of the tile table (causal: launched longest first)."""
   q_seg_ref, kv_seg_ref, mask_ref, (dq_ref, smem, barriers) = (
-      _mask_refs(spec, refs))
+      fwd.mask_refs(spec, refs))
   q_smems, do_smems, k_smems, v_smems = smem
   q_bars, do_bars, k_bars, v_bars, *interpret_bars = barriers
   dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
@@ -454,7 +430,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       sync.release(0, slot)  # K read
       return dq
 
-    dq = _run_steps(item, step, dq)
+    dq = fwd.run_steps(item, step, dq)
     # -- epilogue: Q is no longer read (every wgmma was awaited)
     _store_rows(dq * scale, q_smem, dq_ref.at[q_rows], dtype)
     plgpu.wait_smem_to_gmem(0, wait_read_only=True)
@@ -503,22 +479,13 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   q, do = pad_rows(q, tp), pad_rows(d_out.astype(q.dtype), tp)
   k, v = pad_rows(k, sp), pad_rows(v, sp)
 
-  q_len = jnp.clip(arrays.q_len.astype(jnp.int32), 0, t)
-  kv_len = jnp.clip(arrays.kv_len.astype(jnp.int32), 0, s)
-  offset = masks.diagonal_offset(spec, q_len, kv_len).astype(jnp.int32)
+  q_len, kv_len, offset, dense = fwd.mask_inputs(spec, arrays, t, s, tp, sp)
   mask_ops, mask_t = [], []
   if spec.has_segments:
-    q_seg = jnp.pad(arrays.q_segment_ids.astype(jnp.int32),
-                    ((0, 0), (0, tp - t)), constant_values=-1)
-    kv_seg = jnp.pad(arrays.kv_segment_ids.astype(jnp.int32),
-                     ((0, 0), (0, sp - s)), constant_values=-1)
+    q_seg, kv_seg = padded_segs = fwd.padded_segments(arrays, tp, sp)
     arrays = arrays._replace(q_segment_ids=q_seg, kv_segment_ids=kv_seg)
-    mask_ops = mask_t = [q_seg, kv_seg]
-  dense = None
-  if spec.dense_mask_shape is not None:
-    m = arrays.mask  # [Bm, Nm, Tp, Sp] int8, as the forward reads it
-    m = jnp.broadcast_to(m, (m.shape[0], m.shape[1], t, s)).astype(jnp.int8)
-    dense = jnp.pad(m, ((0, 0), (0, 0), (0, tp - t), (0, sp - s)))
+    mask_ops = mask_t = padded_segs
+  if dense is not None:
     mask_ops = [*mask_ops, dense]
     mask_t = [*mask_t, dense.swapaxes(2, 3)]  # key-major for dK/dV
   table = functools.partial(fwd.tile_table, spec, arrays, dense, q_len,

@@ -212,6 +212,8 @@ class MosaicBackwardConfig:
       False: the dK/dV kernel also adds each step's dQ share to an f32 dQ
       in HBM with TMA reduce-add (five GEMMs per step instead of seven, as
       FA3's backward), in an order that varies run to run.
+    dq_cols: with deterministic=False, the columns of dQ per wgmma and TMA
+      reduce-add (64 or 128; capped at the head dim).
   """
 
   block_kv_dkv: int = 64
@@ -235,6 +237,8 @@ class MosaicBackwardConfig:
       raise ValueError(f"consumers={self.consumers} must be 2")
     if self.dq_cols not in (64, 128):
       raise ValueError(f"dq_cols={self.dq_cols} must be 64 or 128")
+    # The dQ kernel takes two named barriers per stage after the first 6
+    # (forward._Sync): 16 per CTA allow 5 stages.
     if not (isinstance(self.num_stages, int) and 2 <= self.num_stages <= 5):
       raise ValueError(f"num_stages={self.num_stages} must be an int in "
                        "[2, 5]")
@@ -247,7 +251,7 @@ class MosaicBackwardConfig:
     smem = max(dkdv, dq) * head_dim * itemsize + 1024
     if not self.deterministic:  # dS^T tiles and f32 dQ pieces
       smem += c * self.block_q_dkv * (self.block_kv_dkv * itemsize
-                                      + max(head_dim, self.dq_cols) * 4)
+                                      + head_dim * 4)
     return smem
 
   @classmethod

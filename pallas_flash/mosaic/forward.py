@@ -225,6 +225,31 @@ class _Item:
                   self.full_first + (j - self.n_masked)))
 
 
+def run_steps(item: _Item, step, carry):
+  """The item's steps in its visiting order (``_Item``): masked edge tiles
+  and plain full tiles, ``step(j, carry, masked=...)``."""
+  masked_step = functools.partial(step, masked=True)
+  plain_step = functools.partial(step, masked=False)
+  if item.masked_first:
+    carry = lax.fori_loop(0, item.n_masked, masked_step, carry)
+    return lax.fori_loop(item.n_masked, item.n_steps, plain_step, carry)
+  carry = lax.fori_loop(0, item.n_lead, masked_step, carry)
+  carry = lax.fori_loop(item.n_lead, item.n_full_end, plain_step, carry)
+  return lax.fori_loop(item.n_full_end, item.n_steps, masked_step, carry)
+
+
+def mask_refs(spec: masks.MaskSpec, refs):
+  """(q_seg, kv_seg, dense mask, the rest of refs): the optional mask
+  operands at the front of a kernel's remaining refs."""
+  refs = list(refs)
+  q_seg = kv_seg = dense = None
+  if spec.has_segments:
+    q_seg, kv_seg = refs.pop(0), refs.pop(0)
+  if spec.dense_mask_shape is not None:
+    dense = refs.pop(0)  # [Bm, Nm, Tp, Sp] int8
+  return q_seg, kv_seg, dense, refs
+
+
 def segment_ids(ref, b, rows, shape, dim: int):
   """Segment ids of positions ``rows`` of batch row b ([B, T] or [B, S]
   int32), broadcast to a score tile of ``shape`` along which they run on
@@ -309,14 +334,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
   0: one CTA per item (a grid of ``order``); else a persistent kernel of
   num_ctas CTAs, CTA c running the items listed in row c of the schedule
   operand (``schedule.list_schedule``)."""
-  refs = list(refs)
-  sched_ref = refs.pop(0) if num_ctas else None
-  q_seg_ref = kv_seg_ref = mask_ref = None
-  if spec.has_segments:
-    q_seg_ref, kv_seg_ref = refs.pop(0), refs.pop(0)
-  if spec.dense_mask_shape is not None:
-    mask_ref = refs.pop(0)  # [Bm, Nm, Tp, Sp] int8
-  out_ref, lse_ref = refs
+  if num_ctas:
+    sched_ref, *refs = refs
+  q_seg_ref, kv_seg_ref, mask_ref, (out_ref, lse_ref) = mask_refs(spec, refs)
   dtype = q_ref.dtype
   head_dim = q_ref.shape[-1]
   bq, bk = block_q, block_kv
@@ -513,16 +533,6 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
           return acc, m_new, l_new, p16
 
-        def run_steps(step_fn, carry):
-          masked_step = functools.partial(step_fn, masked=True)
-          plain_step = functools.partial(step_fn, masked=False)
-          if masked_first:
-            carry = lax.fori_loop(0, item.n_masked, masked_step, carry)
-            return lax.fori_loop(item.n_masked, n_steps, plain_step, carry)
-          carry = lax.fori_loop(0, item.n_lead, masked_step, carry)
-          carry = lax.fori_loop(item.n_lead, item.n_full_end, plain_step, carry)
-          return lax.fori_loop(item.n_full_end, n_steps, masked_step, carry)
-
         def load_next_q():  # Q is no longer read: fetch the next item's
           if num_ctas:
             pl.when(i + 1 < num_items)(
@@ -536,7 +546,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           # it once per step; the last one's passes are one fewer than the
           # takes of consumer 0, the others' make up with a pass at the end.
           pl.when(wg != 0)(sync.take_turn)
-          acc, m_i, l_i = run_steps(step, (acc, m_i, l_i))
+          acc, m_i, l_i = run_steps(item, step, (acc, m_i, l_i))
           load_next_q()
           pl.when(wg != last_wg)(sync.pass_turn)  # the next one's last take
           if num_ctas:  # two consumers (MosaicConfig)
@@ -551,7 +561,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           # All consumers share n_steps: with no steps there is no turn.
           pl.when((wg == last_wg) & (n_steps > 0))(sync.pass_turn)
           p0 = plgpu.layout_cast(jnp.zeros((bq, bk), dtype), _WGMMA)
-          acc, m_i, l_i, p_last = run_steps(overlapped_step,
+          acc, m_i, l_i, p_last = run_steps(item, overlapped_step,
                                             (acc, m_i, l_i, p0))
           load_next_q()
 
@@ -715,6 +725,31 @@ def tile_table(spec: masks.MaskSpec, arrays: masks.MaskArrays, dense, q_len,
   return jnp.stack(table, axis=-1).astype(jnp.int32)
 
 
+def mask_inputs(spec: masks.MaskSpec, arrays: masks.MaskArrays, t: int,
+                s: int, tp: int, sp: int):
+  """(q_len [B], kv_len [B], diagonal offset [B], dense mask or None) as the
+  kernels read them: lengths clipped to [0, T] / [0, S]; the dense mask as
+  int8 [Bm, Nm, Tp, Sp], T and S broadcast out (the kernels read tiles), B
+  and N kept at 1 when broadcast, padding "not visible"."""
+  q_len = jnp.clip(arrays.q_len.astype(jnp.int32), 0, t)
+  kv_len = jnp.clip(arrays.kv_len.astype(jnp.int32), 0, s)
+  offset = masks.diagonal_offset(spec, q_len, kv_len).astype(jnp.int32)
+  dense = None
+  if spec.dense_mask_shape is not None:
+    m = arrays.mask
+    m = jnp.broadcast_to(m, (m.shape[0], m.shape[1], t, s)).astype(jnp.int8)
+    dense = jnp.pad(m, ((0, 0), (0, 0), (0, tp - t), (0, sp - s)))
+  return q_len, kv_len, offset, dense
+
+
+def padded_segments(arrays: masks.MaskArrays, tp: int, sp: int):
+  """[q_seg [B, Tp], kv_seg [B, Sp]] int32, padding tokens -1."""
+  pad = lambda ids, to: jnp.pad(ids.astype(jnp.int32),
+                                ((0, 0), (0, to - ids.shape[1])),
+                                constant_values=-1)
+  return [pad(arrays.q_segment_ids, tp), pad(arrays.kv_segment_ids, sp)]
+
+
 def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   """Returns (out [B, T, N, H] q.dtype, lse [B, N, T] f32, +inf fully masked)."""
   check_supported(params, q, k, v)
@@ -735,24 +770,12 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
     k = jnp.pad(k, ((0, 0), (0, sp - s), (0, 0), (0, hp - h)))
     v = jnp.pad(v, ((0, 0), (0, sp - s), (0, 0), (0, hp - h)))
 
-  q_len = jnp.clip(arrays.q_len.astype(jnp.int32), 0, t)
-  kv_len = jnp.clip(arrays.kv_len.astype(jnp.int32), 0, s)
-  offset = masks.diagonal_offset(spec, q_len, kv_len).astype(jnp.int32)
-  dense = None
-  if spec.dense_mask_shape is not None:
-    # [Bm, Nm, Tp, Sp] int8: T and S broadcast out (the kernel reads tiles),
-    # B and N kept at 1 when broadcast; padding is "not visible".
-    m = arrays.mask
-    m = jnp.broadcast_to(m, (m.shape[0], m.shape[1], t, s)).astype(jnp.int8)
-    dense = jnp.pad(m, ((0, 0), (0, 0), (0, tp - t), (0, sp - s)))
+  q_len, kv_len, offset, dense = mask_inputs(spec, arrays, t, s, tp, sp)
   tiles = tile_table(spec, arrays, dense, q_len, kv_len, offset, num_q_tiles,
                      num_kv_tiles, rows, bk)
   operands = [q, k, v, tiles]  # + the persistent schedule, below
   if spec.has_segments:
-    operands.append(jnp.pad(arrays.q_segment_ids.astype(jnp.int32),
-                            ((0, 0), (0, tp - t)), constant_values=-1))
-    operands.append(jnp.pad(arrays.kv_segment_ids.astype(jnp.int32),
-                            ((0, 0), (0, sp - s)), constant_values=-1))
+    operands += padded_segments(arrays, tp, sp)
   if dense is not None:
     operands.append(dense)
 
