@@ -190,7 +190,7 @@ def bench(variants, with_tokamax: bool, baselines=(), head_dims=None,
         row["rel_err_vs_cudnn"] = row["relerr[default]"]
         if h > 128:  # small cells: both against f32 truth
           f32 = lambda x: x.astype(jnp.float32)
-          r32, _ = reference.attention(f32(q), f32(k), f32(v), None, arrays,
+          r32, _ = reference.attention(f32(q), f32(k), f32(v), arrays,
                                        spec=spec, scale=h ** -0.5,
                                        logits_soft_cap=None)
           r32 = r32.astype(jnp.float32)

@@ -1,15 +1,24 @@
 """custom_vjp wiring of the kernel path (FlashAttention-2, Alg. 1 forward and
-Alg. 2 backward).  Residuals are q, k, v, out and lse only: O(N) memory; the
-backward recomputes the score tiles from the saved lse.  The backward runs
-on the forward's backend where that backend has one for the input (Mosaic
-GPU on Hopper), else on the Pallas-Triton kernels.  Both backend calls go
-through ``sharding.py``, which partitions them per shard under jit.
+Alg. 2 backward).  Residuals are q, k, v, out and lse only (plus the optional
+bias, ALiBi slopes and dropout seeds the caller passed): O(N) memory; the
+backward recomputes the score tiles from the saved lse and regenerates the
+dropout bits.  The backward runs on the forward's backend where that backend
+has one for the input (Mosaic GPU on Hopper), else on the Pallas-Triton
+kernels.  Both backend calls go through ``sharding.py``, which partitions
+them per shard under jit.
+
+dbias is computed only when the bias is perturbed (``symbolic_zeros=True``
+tells the forward rule whether the bias carries a tangent): a closed-over or
+``stop_gradient``-ed bias costs no dbias work.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
+import jax.numpy as jnp
+from jax.custom_derivatives import CustomVJPPrimal, SymbolicZero
 
 from pallas_flash import masks, sharding
 from pallas_flash.params import KernelParams
@@ -26,13 +35,18 @@ def _forward_impl(params: KernelParams):
   raise ValueError(f"unknown forward backend {params.forward!r}")
 
 
-def check_supported(params: KernelParams, q, k, v, bias):
+def _score_terms(params: KernelParams, arrays: masks.MaskArrays) -> bool:
+  return (arrays.bias is not None or arrays.alibi_slopes is not None
+          or params.dropout_rate > 0.0)
+
+
+def check_supported(params: KernelParams, q, k, v, arrays: masks.MaskArrays):
   """Raises NotImplementedError if the kernels cannot take this input."""
-  if bias is not None:
-    raise NotImplementedError(
-        "bias is supported on implementation='xla' only; the kernels take "
-        "boolean masks (mask=, lengths, segment ids, window, causal)")
   if params.forward == "mosaic":
+    if _score_terms(params, arrays):
+      raise NotImplementedError(
+          "the mosaic kernels take no bias, ALiBi or dropout yet (the "
+          "dispatcher falls back to triton)")
     from pallas_flash.mosaic import forward as mosaic_forward
     mosaic_forward.check_supported(params, q, k, v)
 
@@ -43,13 +57,26 @@ def flash(params: KernelParams, q, k, v, arrays: masks.MaskArrays):
   return sharding.forward(_forward_impl(params), q, k, v, arrays, params)
 
 
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class _Static:
+  """The backward's params, carried in the residuals (no leaves)."""
+  params: KernelParams
+
+
 def _flash_fwd(params, q, k, v, arrays):
+  # symbolic_zeros=True: every primal leaf is a CustomVJPPrimal.
+  bias_grad = arrays.bias is not None and arrays.bias.perturbed
+  q, k, v, arrays = jax.tree.map(
+      lambda x: x.value, (q, k, v, arrays),
+      is_leaf=lambda x: isinstance(x, CustomVJPPrimal))
   out, lse = sharding.forward(_forward_impl(params), q, k, v, arrays, params)
-  return (out, lse), (q, k, v, arrays, out, lse)
+  bwd_params = dataclasses.replace(params, bias_grad=bias_grad)
+  return (out, lse), (_Static(bwd_params), q, k, v, arrays, out, lse)
 
 
-def _backward_impl(params: KernelParams, q, k, v):
-  if params.forward == "mosaic":
+def _backward_impl(params: KernelParams, q, k, v, arrays):
+  if params.forward == "mosaic" and not _score_terms(params, arrays):
     from pallas_flash.mosaic import backward as mosaic_backward  # Hopper only
     try:
       mosaic_backward.check_supported(params, q, k, v)
@@ -60,11 +87,21 @@ def _backward_impl(params: KernelParams, q, k, v):
 
 
 def _flash_bwd(params, residuals, cotangents):
-  q, k, v, arrays, out, lse = residuals
+  static, q, k, v, arrays, out, lse = residuals
+  params = static.params
   d_out, _ = cotangents  # lse is returned under stop_gradient, as in jax.nn
-  dq, dk, dv = sharding.backward(_backward_impl(params, q, k, v), q, k, v,
-                                 arrays, out, lse, d_out, params)
-  return dq, dk, dv, None
+  if isinstance(d_out, SymbolicZero):
+    d_out = jnp.zeros(d_out.shape, d_out.dtype)
+  grads = sharding.backward(_backward_impl(params, q, k, v, arrays), q, k, v,
+                            arrays, out, lse, d_out, params)
+  d_arrays = None
+  if params.bias_grad:
+    # Sum the partial over the bias's broadcast dims (deterministic XLA sums).
+    bias, partial = arrays.bias, grads[3]
+    dims = tuple(d for d in range(4) if bias.shape[d] == 1 != partial.shape[d])
+    dbias = jnp.sum(partial, axis=dims, keepdims=True).astype(bias.dtype)
+    d_arrays = masks.MaskArrays(*(None,) * len(arrays))._replace(bias=dbias)
+  return (*grads[:3], d_arrays)
 
 
-flash.defvjp(_flash_fwd, _flash_bwd)
+flash.defvjp(_flash_fwd, _flash_bwd, symbolic_zeros=True)

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pallas_flash import masks, reference
+from pallas_flash import dropout, masks, reference
 from pallas_flash.params import KernelParams
 
 Implementation = Literal["xla", "triton", "mosaic"]
@@ -41,12 +41,16 @@ def flash_attention(
     key_value_segment_ids=None,
     logits_soft_cap: float | None = None,
     config: Any = None,
+    alibi_slopes=None,
+    dropout_rate: float = 0.0,
+    dropout_rng=None,
+    broadcast_dropout: bool = False,
 ):
   r"""Exact attention ``softmax(scale * q k^T + bias, masked) v`` without N x N memory.
 
   A drop-in for :func:`jax.nn.dot_product_attention` (same arguments, shapes
-  and results), plus packed sequences, logits soft-capping and a bottom-right
-  causal diagonal.
+  and results), plus packed sequences, logits soft-capping, a bottom-right
+  causal diagonal, ALiBi and attention dropout.
 
   Args:
     query: ``[B, T, N, H]`` or ``[T, N, H]``; float16, bfloat16 or float32.
@@ -55,9 +59,12 @@ def flash_attention(
       ``n // (N // K)`` (GQA; MQA when K == 1).  E.g. N=8, K=2: query heads
       0-3 read kv head 0, heads 4-7 read kv head 1.
     value: same shape and dtype as ``key``.
-    bias: optional additive bias broadcastable to ``[B, N, T, S]``, added
-      after scaling and soft-capping.  Only ``implementation="xla"`` takes it;
-      with ``implementation=None`` a bias selects the XLA path.
+    bias: optional float additive bias broadcastable to ``[B, N, T, S]``
+      (e.g. ``[1, N, T, S]``, ``[B, 1, 1, S]``, ``[N, T, S]``), added after
+      scaling and soft-capping; ``-inf`` entries mask their logit.  The
+      kernels read it tile by tile, never broadcast in memory.  Its gradient
+      has the bias's own shape (summed over broadcast dims) and is computed
+      only when asked for (not for a constant or ``stop_gradient`` bias).
     mask: optional boolean mask broadcastable to ``[B, N, T, S]`` (True =
       attend).  The kernels read it tile by tile; it is never turned into a
       float bias.
@@ -90,6 +97,18 @@ def flash_attention(
     key_value_segment_ids: int ``[B, S]``; defaults to ``query_segment_ids``
       when T == S.
     logits_soft_cap: ``cap``: logits become ``cap * tanh(logits / cap)``.
+    alibi_slopes: optional float32 ``[N]`` or ``[B, N]``: ALiBi, the bias
+      ``-slope[n] * |i + offset - j|`` computed in the kernel (flash-attn's
+      definition; ``offset`` is the causal diagonal's, see
+      ``causal_alignment``).  No gradient flows to the slopes.
+    dropout_rate: attention dropout in [0, 1): each probability is kept with
+      probability ``1 - dropout_rate`` and scaled by ``1 / (1 - rate)``;
+      ``pallas_flash.dropout_mask`` returns the keep mask used.  The bits come
+      from a hash of (key, batch, head, query, key position), the same on
+      every backend and tile size; the backward regenerates them.
+    dropout_rng: a JAX PRNG key, required when ``dropout_rate > 0``.
+    broadcast_dropout: one keep mask for every batch row and head (Flax's
+      ``broadcast_dropout``).
     config: backend tuning (``pallas_flash.TritonConfig`` for ``"triton"``,
       ``pallas_flash.MosaicConfig`` for ``"mosaic"``, whose ``backward``
       field takes a ``pallas_flash.MosaicBackwardConfig``); ``None`` takes
@@ -108,13 +127,16 @@ def flash_attention(
     NotImplementedError: when the chosen ``implementation`` cannot take a
       valid input (``implementation=None`` then falls back).
   """
-  q, k, v, bias, arrays, spec, scale, cap, squeeze = _validate(
+  q, k, v, arrays, spec, scale, cap, squeeze = _validate(
       query, key, value, bias, mask, scale, is_causal, query_seq_lengths,
       key_value_seq_lengths, local_window_size, implementation,
       causal_alignment, query_segment_ids, key_value_segment_ids,
       logits_soft_cap)
-  out, lse = _dispatch(q, k, v, bias, arrays, spec, scale, cap, implementation,
-                       config)
+  arrays, rate = _validate_score_terms(arrays, q.shape[0], q.shape[2],
+                                       alibi_slopes, dropout_rate, dropout_rng,
+                                       broadcast_dropout)
+  out, lse = _dispatch(q, k, v, arrays, spec, scale, cap, rate,
+                       implementation, config)
   if squeeze:
     out, lse = out[0], lse[0]
   return (out, lse) if return_residual else out
@@ -137,14 +159,15 @@ def _has_mosaic() -> bool:
   return importlib.util.find_spec("pallas_flash.mosaic.forward") is not None
 
 
-def _dispatch(q, k, v, bias, arrays, spec, scale, cap, implementation, config):
+def _dispatch(q, k, v, arrays, spec, scale, cap, rate, implementation,
+              config):
+  ref = lambda: reference.attention(q, k, v, arrays, spec=spec, scale=scale,
+                                    logits_soft_cap=cap, dropout_rate=rate)
   if implementation == "xla":
-    return reference.attention(q, k, v, bias, arrays, spec=spec, scale=scale,
-                               logits_soft_cap=cap)
+    return ref()
   if implementation is None:
     if not _on_gpu():
-      return reference.attention(q, k, v, bias, arrays, spec=spec, scale=scale,
-                                 logits_soft_cap=cap)
+      return ref()
     candidates = (["mosaic"] if _is_hopper() and _has_mosaic() else []) + ["triton"]
   else:
     candidates = [implementation]
@@ -152,20 +175,19 @@ def _dispatch(q, k, v, bias, arrays, spec, scale, cap, implementation, config):
     params = KernelParams(spec=spec, scale=scale, logits_soft_cap=cap,
                           forward=backend,
                           config=config if backend == implementation else None,
-                          interpret=not _on_gpu())
+                          interpret=not _on_gpu(), dropout_rate=rate)
     try:
-      return _kernel_attention(params, q, k, v, bias, arrays)
+      return _kernel_attention(params, q, k, v, arrays)
     except NotImplementedError:
       if implementation is not None:
         raise
-  return reference.attention(q, k, v, bias, arrays, spec=spec, scale=scale,
-                             logits_soft_cap=cap)
+  return ref()
 
 
-def _kernel_attention(params, q, k, v, bias, arrays):
+def _kernel_attention(params, q, k, v, arrays):
   from pallas_flash import _vjp  # imports the kernels lazily
 
-  _vjp.check_supported(params, q, k, v, bias)
+  _vjp.check_supported(params, q, k, v, arrays)
   out, lse = _vjp.flash(params, q, k, v, arrays)
   lse = jnp.where(jnp.isinf(lse), masks.MASKED_LSE, lse)
   return out, jax.lax.stop_gradient(jnp.transpose(lse, (0, 2, 1)))
@@ -266,6 +288,8 @@ def _validate(query, key, value, bias, mask, scale, is_causal, q_lengths,
     if is_bool and x.dtype != jnp.bool_:
       raise ValueError(f"{name} must be boolean (True = attend), got {x.dtype}; "
                        "pass additive masks as bias")
+    if not is_bool and not jnp.issubdtype(x.dtype, jnp.floating):
+      raise ValueError(f"{name} must be a float array, got {x.dtype}")
     if x.ndim > 4 or any(d not in (1, f) for d, f in
                          zip((1,) * (4 - x.ndim) + x.shape, full)):
       raise ValueError(f"{name} of shape {x.shape} does not broadcast to "
@@ -281,5 +305,31 @@ def _validate(query, key, value, bias, mask, scale, is_causal, q_lengths,
       is_causal=bool(is_causal), bottom_right=causal_alignment == "bottom_right",
       window=window, has_segments=q_seg is not None,
       dense_mask_shape=None if mask is None else tuple(mask.shape))
-  arrays = masks.MaskArrays(q_len, kv_len, q_seg, kv_seg, mask)
-  return q, k, v, bias, arrays, spec, float(scale), cap, squeeze
+  arrays = masks.MaskArrays(q_len, kv_len, q_seg, kv_seg, mask, bias)
+  return q, k, v, arrays, spec, float(scale), cap, squeeze
+
+
+def _validate_score_terms(arrays, b, n, slopes, rate, rng, broadcast):
+  """ALiBi slopes -> float32 [1 | B, N]; dropout -> int32 [B, N] seeds."""
+  if slopes is not None:
+    slopes = jnp.asarray(slopes)
+    if slopes.shape not in ((n,), (b, n)) or slopes.dtype != jnp.float32:
+      raise ValueError(f"alibi_slopes must be float32 [N] or [B, N] = {[n]} "
+                       f"or {[b, n]}, got {slopes.dtype}{list(slopes.shape)}")
+    slopes = jax.lax.stop_gradient(slopes.reshape(-1, n))
+  if (not isinstance(rate, (int, float, np.floating, np.integer))
+      or not 0.0 <= rate < 1.0):
+    raise ValueError(f"dropout_rate={rate!r} must be a float in [0, 1)")
+  rate = float(rate)
+  seeds = None
+  if rate > 0.0:
+    if rng is None:
+      raise ValueError(f"dropout_rng is required when dropout_rate={rate}")
+    rng = jnp.asarray(rng) if not isinstance(rng, jax.Array) else rng
+    is_key = jnp.issubdtype(rng.dtype, jax.dtypes.prng_key) and rng.shape == ()
+    is_raw = rng.dtype == jnp.uint32 and rng.shape == (2,)
+    if not (is_key or is_raw):
+      raise ValueError(f"dropout_rng must be a JAX PRNG key (jax.random.key "
+                       f"or PRNGKey), got {rng.dtype}{list(rng.shape)}")
+    seeds = dropout.seeds(rng, b, n, broadcast=bool(broadcast))
+  return arrays._replace(alibi_slopes=slopes, dropout_seeds=seeds), rate

@@ -69,6 +69,10 @@ class MaskArrays(NamedTuple):
   q_segment_ids: jax.Array | None = None  # [B, T] int32
   kv_segment_ids: jax.Array | None = None  # [B, S] int32
   mask: jax.Array | None = None  # [Bm, Nm, Tm, Sm] bool
+  # Score terms that travel with the masks to every backend (not masks):
+  bias: jax.Array | None = None  # [Bb, Nb, Tb, Sb] float, added to the logits
+  alibi_slopes: jax.Array | None = None  # [1 | B, N] float32 (``alibi_bias``)
+  dropout_seeds: jax.Array | None = None  # [B, N] int32 (``dropout.seeds``)
 
 
 def diagonal_offset(spec: MaskSpec, q_len, kv_len):
@@ -76,6 +80,12 @@ def diagonal_offset(spec: MaskSpec, q_len, kv_len):
   if spec.bottom_right:
     return kv_len - q_len
   return jnp.zeros_like(q_len)
+
+
+def alibi_bias(slopes, q_pos, k_pos, offset):
+  """ALiBi (Press et al. 2022) as flash-attn defines it, on our diagonal:
+  ``-slope * |i + offset - j|`` (element-wise, broadcasts)."""
+  return -slopes * jnp.abs(q_pos + offset - k_pos).astype(jnp.float32)
 
 
 def position_visible(spec: MaskSpec, q_pos, k_pos, q_len, kv_len, offset):

@@ -5,7 +5,13 @@ Backend contract: a forward backend is a function
 k/v [B, S, K, H], ``arrays`` a ``masks.MaskArrays``, ``out`` [B, T, N, H] in
 q.dtype and ``lse`` [B, N, T] float32 natural-log log-sum-exp with ``+inf``
 for fully masked rows (so that exp(s - lse) = 0 there in the backward).
-It raises ``NotImplementedError`` for valid input it cannot handle.
+The optional ``arrays.bias`` and ALiBi slopes are added to the logits, and
+dropout bits are drawn from ``arrays.dropout_seeds``, as in ``reference``.
+A backward backend is
+``backward(q, k, v, arrays, out, lse, d_out, params) -> (dq, dk, dv)``, plus
+a float32 dbias partial ``[B, N, 1 | T, 1 | S]`` (not yet summed over the
+bias's broadcast B / N dims) when ``params.bias_grad``.
+Either raises ``NotImplementedError`` for valid input it cannot handle.
 """
 from __future__ import annotations
 
@@ -23,3 +29,5 @@ class KernelParams:
   forward: str = "triton"  # which backend runs the forward: "triton" | "mosaic"
   config: Any = None  # backend config (e.g. config.TritonConfig); None = default
   interpret: bool = False  # run Pallas kernels in interpret mode (CPU)
+  dropout_rate: float = 0.0  # attention dropout (``dropout.py``); 0 = none
+  bias_grad: bool = False  # the backward also returns the dbias partial

@@ -42,15 +42,16 @@ def forward(fn: Callable, q, k, v, arrays: masks.MaskArrays,
 
 def backward(fn: Callable, q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
              params: KernelParams):
-  """``fn(q, k, v, arrays, out, lse, d_out, params) -> (dq, dk, dv)``,
-  partitioned per shard."""
+  """``fn(q, k, v, arrays, out, lse, d_out, params) -> (dq, dk, dv)`` (and
+  the dbias partial [B, N, 1|T, 1|S] with ``params.bias_grad``), partitioned
+  per shard."""
   call = lambda q, k, v, arrays, out, lse, d_out: tuple(
       fn(q, k, v, arrays, out, lse, d_out, params))
   return _partitioned(call, (q, k, v, arrays, out, lse, d_out),
-                      backward_pass=True)
+                      backward_pass=True, dbias=params.bias_grad)
 
 
-def _partitioned(call, args, *, backward_pass: bool):
+def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False):
   explicit = _explicit_axes(args)
   if explicit:
     # Explicit mesh axes (jax.make_mesh's default) put the sharding in the
@@ -60,7 +61,10 @@ def _partitioned(call, args, *, backward_pass: bool):
     qb, qt, qn, _ = tuple(q.spec) + (None,) * (4 - len(q.spec))
     lse = NamedSharding(q.mesh, P(qb, qn, qt))
     out_sharding = (q, k, v) if backward_pass else (q, lse)
-    inner = lambda args: _partitioned(call, args, backward_pass=backward_pass)
+    if dbias:
+      out_sharding += (NamedSharding(q.mesh, P(qb, qn, None, None)),)
+    inner = lambda args: _partitioned(call, args, backward_pass=backward_pass,
+                                      dbias=dbias)
     return jax.sharding.auto_axes(inner, axes=explicit,
                                   out_sharding=out_sharding)(args)
 
@@ -82,7 +86,8 @@ def _partitioned(call, args, *, backward_pass: bool):
   def partition(mesh, arg_shapes, result_shape):
     del result_shape
     const_shapes, shapes = arg_shapes
-    arg_shardings, out_shardings = _shardings(mesh, shapes, backward_pass)
+    arg_shardings, out_shardings = _shardings(mesh, shapes, backward_pass,
+                                              dbias)
     replicated = tuple(NamedSharding(mesh, P()) for _ in const_shapes)
 
     def per_shard(consts, args):  # local shapes: the kernels take any B, N
@@ -93,11 +98,12 @@ def _partitioned(call, args, *, backward_pass: bool):
 
   def infer(mesh, arg_shapes, result_shape):  # GSPMD (Shardy off) only
     del result_shape
-    return _shardings(mesh, arg_shapes[1], backward_pass)[1]
+    return _shardings(mesh, arg_shapes[1], backward_pass, dbias)[1]
 
   def rule(mesh, value_types, result_types):
-    del mesh, result_types
-    return _rule(args[3], value_types, len(consts), backward_pass)
+    del mesh
+    return _rule(args[3], value_types, result_types, len(consts),
+                 backward_pass)
 
   partitioned = custom_partitioning(body)
   partitioned.def_partition(partition=partition,
@@ -133,7 +139,16 @@ def _explicit_axes(args) -> tuple[str, ...]:
 
 # --- Shardy rule ------------------------------------------------------------
 
-def _rule(arrays: masks.MaskArrays, value_types, num_consts, backward_pass):
+def _plane_map(shape, prefix: str):
+  """Factors of a [B, N, T, S]-broadcastable array (or of its leading dims):
+  a size-1 (broadcast) dim gets a factor of its own, never sharded (a shared
+  factor would take the smallest size of its dims)."""
+  return ArrayMapping(*(f if size != 1 else f"{prefix}{f}"
+                        for f, size in zip(("b", "n", "t", "s"), shape)))
+
+
+def _rule(arrays: masks.MaskArrays, value_types, result_types, num_consts,
+          backward_pass):
   # q's N ("n") and k/v's K ("k") are separate factors.  A compound N = (K, G)
   # would let Shardy split q's heads inside a group, through sub-axes that
   # the partition callback cannot even read as a mesh sharding (e.g. N=4,
@@ -145,17 +160,21 @@ def _rule(arrays: masks.MaskArrays, value_types, num_consts, backward_pass):
   if arrays.q_segment_ids is not None:
     mask_maps += [ArrayMapping("b", "t"), ArrayMapping("b", "s")]
   if arrays.mask is not None:
-    # A size-1 (broadcast) dim gets a factor of its own, never sharded (a
-    # shared factor would take the smallest size of its dims).
-    mask_maps.append(ArrayMapping(*(
-        f if size != 1 else f"m{f}"
-        for f, size in zip(("b", "n", "t", "s"), arrays.mask.shape))))
+    mask_maps.append(_plane_map(arrays.mask.shape, "m"))
+  if arrays.bias is not None:
+    mask_maps.append(_plane_map(arrays.bias.shape, "bias_"))
+  if arrays.alibi_slopes is not None:
+    mask_maps.append(_plane_map(arrays.alibi_slopes.shape, "alibi_"))
+  if arrays.dropout_seeds is not None:
+    mask_maps.append(ArrayMapping("b", "n"))
   const_maps = [ArrayMapping(*(f"const{i}_{d}" for d in range(len(t.shape))))
                 for i, t in enumerate(value_types[:num_consts])]
   operands = [*const_maps, q_map, kv_map, kv_map, *mask_maps]
   if backward_pass:
     operands += [q_map, lse_map, q_map]  # out, lse, d_out
     results = (q_map, kv_map, kv_map)
+    if len(result_types) == 4:  # the dbias partial [B, N, 1|T, 1|S]
+      results += (_plane_map(result_types[3].shape, "dbias_"),)
   else:
     results = (q_map, lse_map)
   # Shardy numbers factors by first appearance and wants the special factors
@@ -203,20 +222,25 @@ def _plan(mesh, q, k):
   return batch, heads
 
 
-def _shardings(mesh, shapes, backward_pass):
+def _shardings(mesh, shapes, backward_pass, dbias=False):
   """(arg shardings, result shardings) that keep only batch / head axes."""
   q, k, _, arrays = shapes[:4]
   batch, heads = _plan(mesh, q, k)
   ns = lambda *spec: NamedSharding(mesh, P(*spec))
   qs = ns(batch, None, heads, None)  # also k, v, out, d_out, dq, dk, dv
   lse = ns(batch, heads, None)
-  mask = None
-  if arrays.mask is not None:
-    bm, nm = arrays.mask.shape[:2]
-    mask = ns(batch if bm != 1 else None, heads if nm != 1 else None, None,
-              None)
+  def plane(x, *rest):  # batch / heads of a [B|1, N|1, ...] array
+    if x is None:
+      return None
+    bx, nx = x.shape[:2]
+    return ns(batch if bx != 1 else None, heads if nx != 1 else None, *rest)
+
   segments = None if arrays.q_segment_ids is None else ns(batch, None)
-  arr = masks.MaskArrays(ns(batch), ns(batch), segments, segments, mask)
+  arr = masks.MaskArrays(ns(batch), ns(batch), segments, segments,
+                         plane(arrays.mask, None, None),
+                         plane(arrays.bias, None, None),
+                         plane(arrays.alibi_slopes), plane(arrays.dropout_seeds))
   if backward_pass:
-    return (qs, qs, qs, arr, qs, lse, qs), (qs, qs, qs)
+    results = (qs, qs, qs) + ((ns(batch, heads, None, None),) if dbias else ())
+    return (qs, qs, qs, arr, qs, lse, qs), results
   return (qs, qs, qs, arr), (qs, lse)

@@ -141,13 +141,17 @@ def test_no_batch_dim_and_scale():
   np.testing.assert_allclose(out, ref, atol=1e-5)
 
 
-def test_default_implementation_and_bias_fallback():
+def test_default_implementation_and_bias():
   q, k, v, _ = Case("bias", t=17, s=17).inputs()
   bias = jax.random.normal(jax.random.key(3), (1, 2, 17, 17))
   ref = jax.nn.dot_product_attention(q, k, v, bias=bias)
   np.testing.assert_allclose(pf.flash_attention(q, k, v, bias=bias), ref, atol=1e-5)
-  with pytest.raises(NotImplementedError, match="bias"):
-    pf.flash_attention(q, k, v, bias=bias, implementation="triton")
+  np.testing.assert_allclose(
+      pf.flash_attention(q, k, v, bias=bias, implementation="triton"), ref,
+      atol=1e-5)
+  with pytest.raises(NotImplementedError, match="bias"):  # falls back to triton
+    pf.flash_attention(q.astype(jnp.bfloat16), k.astype(jnp.bfloat16),
+                       v.astype(jnp.bfloat16), bias=bias, implementation="mosaic")
 
 
 def test_custom_config():

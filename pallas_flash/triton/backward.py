@@ -12,6 +12,28 @@
 
 Both kernels visit only the tiles the forward visited (same ``masks``
 bounds) and apply element-wise masks on edge tiles only.
+
+Bias, ALiBi and dropout: the score tiles get the forward's terms again
+(``tiles.add_score_terms``) and the dropout bits are regenerated from their
+hash (``tiles.dropout_keep``), nothing N x N is stored.  With keep mask Z and
+r = 1 / (1 - rate): dV += (Z r P)^T dO, dP = Z r (dO V^T), dS = P (dP -
+delta); delta = rowsum(dO * O) is unchanged.
+
+dbias (only when ``params.bias_grad``) is dS = P (dP - delta), the gradient
+of the logits after soft-capping, computed deterministically (no atomics)
+where the bias's shape lets a program own its sum:
+* bias constant along keys (Sb = 1): dbias = sum_j P_ij (dP_ij - delta_i)
+  = 0 exactly (softmax is shift invariant; delta_i = sum_j P_ij dP_ij, with
+  dropout too), so no work: zeros;
+* bias constant along queries (Tb = 1, e.g. [B, 1, 1, S]): the dK/dV kernel
+  sums dS^T over its query tiles, per query head, in registers:
+  a [B, N, 1, S] f32 partial;
+* Tb = T, Sb = S: the dQ kernel writes each [block_q, block_k] dS tile (and
+  zeros for the tiles it skips) into a [B, N, T, S] partial, in the bias's
+  dtype when the bias is full-shape (then it *is* dbias), else in f32.
+``_vjp`` then sums the partial over the bias's broadcast B / N dims in XLA.
+So a bias broadcast over B or N but full in (T, S) costs a [B, N, T, S] f32
+buffer in the backward (the forward never expands it).
 """
 from __future__ import annotations
 
@@ -30,23 +52,33 @@ from pallas_flash.triton import tiles
 from pallas_flash.triton.forward import kv_tile_loops
 
 
+def _dp_dropout(dp, keep, rate):
+  """dP of the undropped P: Z r (dO V^T)."""
+  return jnp.where(keep, dp * (1.0 / (1.0 - rate)), 0.0) if rate > 0.0 else dp
+
+
 def _ds(p, dp, delta, th, cap):
-  """dS = P * (dP - delta) (Alg. 2 line 14), through the soft-cap's tanh."""
-  ds = p * (dp - delta)
-  if cap is not None:
-    ds = ds * (1.0 - th * th)
-  return ds
+  """(dS of the logits, dS of scale * q k^T): P * (dP - delta) (Alg. 2
+  line 14), then through the soft-cap's tanh."""
+  ds_logits = p * (dp - delta)
+  if cap is None:
+    return ds_logits, ds_logits
+  return ds_logits, ds_logits * (1.0 - th * th)
 
 
-def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
-                 q_seg_ref, kv_seg_ref, kv_seg_lo_ref, kv_seg_hi_ref,
-                 q_seg_lo_ref, q_seg_hi_ref, mask_ref, dk_ref, dv_ref, *,
+def _split_refs(refs, num_outputs: int):
+  """(TileInputs, output refs) of a kernel's ``*refs``."""
+  return tiles.TileInputs(*refs[:-num_outputs]), refs[-num_outputs:]
+
+
+def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
                  spec: masks.MaskSpec, scale: float, cap: float | None,
                  block_q: int, block_k: int, head_dim: int, t: int, s: int,
-                 group: int):
-  inputs = tiles.TileInputs(lens_ref, q_seg_ref, kv_seg_ref, kv_seg_lo_ref,
-                            kv_seg_hi_ref, q_seg_lo_ref, q_seg_hi_ref, mask_ref)
-  tile_k = pl.program_id(0)
+                 group: int, rate: float, dbias: bool):
+  inputs, out_refs = _split_refs(refs, 3 if dbias else 2)
+  dk_ref, dv_ref = out_refs[:2]
+  lens_ref, q_seg_ref = inputs.lens, inputs.q_seg
+  tile_k, kv_head = pl.program_id(0), pl.program_id(2)
   k_start = tile_k * block_k
   q_len, kv_len = lens_ref[0], lens_ref[1]
   offset = masks.diagonal_offset(spec, q_len, kv_len)
@@ -60,8 +92,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
     full_first = full_last = last
 
   def body(tile_q, carry, *, g, masked: bool):
-    dk, dv = carry
+    dk, dv, *db = carry  # db: the [block_k] dbias sum when dbias
     q_start = tile_q * block_q
+    q_head = kv_head * group + g  # of the [N] slopes / seeds
+    multi_head_bias = inputs.bias is not None and inputs.bias.ndim == 3
     q = tiles.load_rows(q_ref, q_start, block_q, t, head_dim, head=g)
     do = tiles.load_rows(do_ref, q_start, block_q, t, head_dim, head=g)
     lse2 = tiles.load_vec(lse_ref, q_start, block_q, t, jnp.inf, head=g) * tiles.LOG2E
@@ -69,6 +103,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
     # Key-major tile (Triton tutorial 06): S^T = K Q^T, so that dV += P^T dO
     # and dK += dS^T Q need no transposes of the [block_k, block_q] tiles.
     s2t, tht = tiles.scores(k, q, scale=scale, cap=cap)  # [block_k, block_q]
+    s2t = tiles.add_score_terms(s2t, inputs, q_start=q_start, k_start=k_start,
+                                t=t, s=s, offset=offset, q_head=q_head,
+                                head=g if multi_head_bias else None,
+                                key_major=True)
     if masked:
       q_seg = (tiles.load_vec(q_seg_ref, q_start, block_q, t, -1)
                if spec.has_segments else None)
@@ -80,24 +118,39 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
                               key_major=True)
       s2t = jnp.where(ok, s2t, masks.MASK_VALUE)
     pt = jnp.exp2(s2t - lse2[None, :])  # P^T (Alg. 2 line 11); 0 on empty rows
-    dv = dv + tiles.dot(pt.astype(do.dtype), do)  # [block_k, Hp]
     dpt = tiles.dot(v, do, trans_b=True)  # dP^T [block_k, block_q]
-    dst = _ds(pt, dpt, delta[None, :], tht, cap)
+    pdt = pt
+    if rate > 0.0:
+      keep = tiles.dropout_keep(inputs, rate, q_head=q_head, q_start=q_start,
+                                k_start=k_start, block_q=block_q,
+                                block_k=block_k, key_major=True)
+      pdt = jnp.where(keep, pt * (1.0 / (1.0 - rate)), 0.0)
+      dpt = _dp_dropout(dpt, keep, rate)
+    dv = dv + tiles.dot(pdt.astype(do.dtype), do)  # [block_k, Hp]
+    dst_logits, dst = _ds(pt, dpt, delta[None, :], tht, cap)
     dk = dk + tiles.dot(dst.astype(q.dtype), q)
-    return dk, dv
+    if dbias:  # bias constant along queries: sum dS^T over them
+      db = [db[0] + jnp.sum(dst_logits, axis=1)]
+    return dk, dv, *db
 
   def group_body(g, carry):
     def masked_body(tile_q, c):
       fn = functools.partial(body, g=g, masked=True)
       if not spec.has_segments:
         return fn(tile_q, c)
-      overlap = tiles.segments_overlap(q_seg_lo_ref[tile_q], q_seg_hi_ref[tile_q],
-                                       kv_seg_lo_ref[tile_k], kv_seg_hi_ref[tile_k])
+      overlap = tiles.segments_overlap(inputs.q_seg_lo[tile_q], inputs.q_seg_hi[tile_q],
+                                       inputs.kv_seg_lo[tile_k], inputs.kv_seg_hi[tile_k])
       return lax.cond(overlap, fn, lambda _, c: c, tile_q, c)
+    if dbias:
+      carry = (*carry, jnp.zeros((block_k,), jnp.float32))
     carry = lax.fori_loop(first, full_first, masked_body, carry)
     carry = lax.fori_loop(full_first, full_last,
                           functools.partial(body, g=g, masked=False), carry)
-    return lax.fori_loop(full_last, last, masked_body, carry)
+    dk, dv, *db = lax.fori_loop(full_last, last, masked_body, carry)
+    if dbias:  # row g of the [G, block_k] partial block
+      k_idx = k_start + jnp.arange(block_k)
+      plgpu.store(out_refs[2].at[g, pl.ds(0, block_k)], db[0], mask=k_idx < s)
+    return dk, dv
 
   hp = k_ref.shape[-1]
   zeros = jnp.zeros((block_k, hp), jnp.float32)
@@ -106,55 +159,83 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
   tiles.store_rows(dv_ref, dv, k_start, block_k, s, head_dim)
 
 
-def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, lens_ref,
-               q_seg_ref, kv_seg_ref, kv_seg_lo_ref, kv_seg_hi_ref,
-               q_seg_lo_ref, q_seg_hi_ref, mask_ref, dq_ref, *,
+def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
                spec: masks.MaskSpec, scale: float, cap: float | None,
-               block_q: int, block_k: int, head_dim: int, t: int, s: int):
-  inputs = tiles.TileInputs(lens_ref, q_seg_ref, kv_seg_ref, kv_seg_lo_ref,
-                            kv_seg_hi_ref, q_seg_lo_ref, q_seg_hi_ref, mask_ref)
-  qtile = tiles.program_query_tile(spec, lens_ref, block_q)
+               block_q: int, block_k: int, head_dim: int, t: int, s: int,
+               rate: float, dbias: bool):
+  inputs, out_refs = _split_refs(refs, 2 if dbias else 1)
+  dq_ref = out_refs[0]
+  q_head = pl.program_id(2)
+  qtile = tiles.program_query_tile(spec, inputs.lens, block_q)
   tile_q, q_start, q_end, _, kv_len, offset = qtile
   q = tiles.load_rows(q_ref, q_start, block_q, t, head_dim)
   do = tiles.load_rows(do_ref, q_start, block_q, t, head_dim)
   lse2 = tiles.load_vec(lse_ref, q_start, block_q, t, jnp.inf) * tiles.LOG2E
   delta = tiles.load_vec(delta_ref, q_start, block_q, t, 0.0)
-  q_seg = (tiles.load_vec(q_seg_ref, q_start, block_q, t, -1)
+  q_seg = (tiles.load_vec(inputs.q_seg, q_start, block_q, t, -1)
            if spec.has_segments else None)
+  rows_in = (q_start + jnp.arange(block_q)) < t
+
+  def store_plane(tile_k, ds_logits):  # dS tile into the [block_q, S] block
+    k_start = tile_k * block_k
+    cols_in = (k_start + jnp.arange(block_k)) < s
+    plgpu.store(out_refs[1].at[:, pl.ds(k_start, block_k)],
+                ds_logits.astype(out_refs[1].dtype),
+                mask=rows_in[:, None] & cols_in[None, :])
 
   def body(tile_k, dq, *, masked: bool):
     k_start = tile_k * block_k
     k = tiles.load_rows(k_ref, k_start, block_k, s, head_dim)
     v = tiles.load_rows(v_ref, k_start, block_k, s, head_dim)
     s2, th = tiles.scores(q, k, scale=scale, cap=cap)
+    s2 = tiles.add_score_terms(s2, inputs, q_start=q_start, k_start=k_start,
+                               t=t, s=s, offset=offset, q_head=q_head)
     if masked:
       s2 = tiles.mask_scores(s2, spec, inputs, qtile, k_start,
                              block_k=block_k, t=t, s=s, q_seg=q_seg)
     p = jnp.exp2(s2 - lse2[:, None])
     dp = tiles.dot(do, v, trans_b=True)
-    ds = _ds(p, dp, delta[:, None], th, cap)
+    if rate > 0.0:
+      dp = _dp_dropout(dp, tiles.dropout_keep(
+          inputs, rate, q_head=q_head, q_start=q_start, k_start=k_start,
+          block_q=block_q, block_k=block_k), rate)
+    ds_logits, ds = _ds(p, dp, delta[:, None], th, cap)
+    if dbias:
+      store_plane(tile_k, ds_logits)
     return dq + tiles.dot(ds.astype(k.dtype), k)
+
+  def skip(tile_k, dq):  # a tile no query row sees: dS = 0
+    if dbias:
+      store_plane(tile_k, jnp.zeros((block_q, block_k), jnp.float32))
+    return dq
 
   def masked_body(tile_k, dq):
     if not spec.has_segments:
       return body(tile_k, dq, masked=True)
-    overlap = tiles.segments_overlap(q_seg_lo_ref[tile_q], q_seg_hi_ref[tile_q],
-                                     kv_seg_lo_ref[tile_k], kv_seg_hi_ref[tile_k])
-    return lax.cond(overlap, functools.partial(body, masked=True),
-                    lambda _, c: c, tile_k, dq)
+    overlap = tiles.segments_overlap(inputs.q_seg_lo[tile_q], inputs.q_seg_hi[tile_q],
+                                     inputs.kv_seg_lo[tile_k], inputs.kv_seg_hi[tile_k])
+    return lax.cond(overlap, functools.partial(body, masked=True), skip,
+                    tile_k, dq)
 
   first, full_first, full_last, last = kv_tile_loops(
       spec, q_start, q_end, kv_len, offset, block_k)
   dq = jnp.zeros((block_q, q_ref.shape[-1]), jnp.float32)
+  if dbias:  # the program owns its [block_q, S] dS block: zero what it skips
+    dq = lax.fori_loop(0, first, skip, dq)
   dq = lax.fori_loop(first, full_first, masked_body, dq)
   dq = lax.fori_loop(full_first, full_last, functools.partial(body, masked=False), dq)
   dq = lax.fori_loop(full_last, last, masked_body, dq)
+  if dbias:
+    dq = lax.fori_loop(last, pl.cdiv(s, block_k), skip, dq)
   tiles.store_rows(dq_ref, dq * scale, q_start, block_q, t, head_dim)
 
 
 def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
              params: KernelParams):
-  """(dq, dk, dv) for the forward of ``forward.forward``; lse [B, N, T]."""
+  """(dq, dk, dv) for the forward of ``forward.forward``; lse [B, N, T].
+
+  With ``params.bias_grad`` also the dbias partial (see the module docstring).
+  """
   b, t, n, h = q.shape
   _, s, kh, _ = k.shape
   group = n // kh
@@ -169,6 +250,10 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   delta = jnp.einsum("btnh,btnh->bnt", d_out.astype(jnp.float32),
                      out.astype(jnp.float32))
   d_out = d_out.astype(q.dtype)
+  rate = params.dropout_rate
+  tb, sb = arrays.bias.shape[2:] if params.bias_grad else (None, None)
+  dkdv_dbias = params.bias_grad and tb == 1 and sb > 1
+  dq_dbias = params.bias_grad and tb > 1 and sb > 1
 
   # dK, dV: program = (kv tile, batch, kv head), looping over its G query heads.
   bq, bk = cfg.block_q_dkv, cfg.block_k_dkv
@@ -177,16 +262,21 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   q_group = pl.BlockSpec((None, t, group, hp), lambda i, bi, hi: (bi, 0, hi, 0))
   kv_tile = pl.BlockSpec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi, 0))
   row_group = pl.BlockSpec((None, group, t), lambda i, bi, hi: (bi, hi, 0))
-  dk, dv = pl.pallas_call(
+  out_specs = [pl.BlockSpec((None, bk, None, hp), lambda i, bi, hi: (bi, i, hi, 0))] * 2
+  out_shape = [jax.ShapeDtypeStruct(k.shape, k.dtype),
+               jax.ShapeDtypeStruct(v.shape, v.dtype)]
+  if dkdv_dbias:  # [B, N, S] column sums, a [G, block_k] block per program
+    out_specs.append(pl.BlockSpec((None, group, bk), lambda i, bi, hi: (bi, hi, i)))
+    out_shape.append(jax.ShapeDtypeStruct((b, n, s), jnp.float32))
+  dkdv = pl.pallas_call(
       functools.partial(_dkdv_kernel, spec=spec, scale=params.scale, cap=cap,
                         block_q=bq, block_k=bk, head_dim=h, t=t, s=s,
-                        group=group),
+                        group=group, rate=rate, dbias=dkdv_dbias),
       grid=(pl.cdiv(s, bk), b, kh),
       in_specs=[q_group, kv_tile, kv_tile, q_group, row_group, row_group,
                 *mask_specs],
-      out_specs=[pl.BlockSpec((None, bk, None, hp), lambda i, bi, hi: (bi, i, hi, 0))] * 2,
-      out_shape=[jax.ShapeDtypeStruct(k.shape, k.dtype),
-                 jax.ShapeDtypeStruct(v.shape, v.dtype)],
+      out_specs=out_specs,
+      out_shape=out_shape,
       compiler_params=compiler_params,
       interpret=params.interpret,
       name="pallas_flash_bwd_dkdv",
@@ -201,15 +291,30 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   row_vec = pl.BlockSpec((None, None, t), lambda i, bi, hi: (bi, hi, 0))
   nq = pl.cdiv(t, bq)
   tile = lambda i: tiles.query_tile(spec, i, nq)
+  out_specs = [pl.BlockSpec((None, bq, None, hp), lambda i, bi, hi: (bi, tile(i), hi, 0))]
+  out_shape = [jax.ShapeDtypeStruct(q.shape, q.dtype)]
+  if dq_dbias:  # [B, N, T, S], a [block_q, S] block per program
+    full = arrays.bias.shape[:2] == (b, n)  # then the partial is dbias itself
+    out_specs.append(pl.BlockSpec((None, None, bq, s), lambda i, bi, hi: (bi, hi, tile(i), 0)))
+    out_shape.append(jax.ShapeDtypeStruct(
+        (b, n, t, s), arrays.bias.dtype if full else jnp.float32))
   dq = pl.pallas_call(
       functools.partial(_dq_kernel, spec=spec, scale=params.scale, cap=cap,
-                        block_q=bq, block_k=bk, head_dim=h, t=t, s=s),
+                        block_q=bq, block_k=bk, head_dim=h, t=t, s=s,
+                        rate=rate, dbias=dq_dbias),
       grid=(nq, b, n),
       in_specs=[q_rows, kv_rows, kv_rows, q_rows, row_vec, row_vec, *mask_specs],
-      out_specs=pl.BlockSpec((None, bq, None, hp), lambda i, bi, hi: (bi, tile(i), hi, 0)),
-      out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
+      out_specs=out_specs,
+      out_shape=out_shape,
       compiler_params=compiler_params,
       interpret=params.interpret,
       name="pallas_flash_bwd_dq",
   )(q, k, v, d_out, lse, delta, *mask_ops)
-  return dq, dk, dv
+  grads = (dq[0], *dkdv[:2])
+  if dkdv_dbias:
+    return (*grads, dkdv[2][:, :, None, :])
+  if dq_dbias:
+    return (*grads, dq[1])
+  if params.bias_grad:  # constant along keys: dbias = 0 (module docstring)
+    return (*grads, jnp.zeros((b, n, tb, 1), jnp.float32))
+  return grads

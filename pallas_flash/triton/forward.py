@@ -7,7 +7,10 @@ section 3.1.1).  The K/V tile loop is split three ways: tiles the position
 masks (causal, window, lengths) rule out entirely are never visited, tiles
 they cover entirely run without any mask, and only edge tiles pay for the
 element-wise mask.  Segment ids add a per-tile [min, max] overlap test that
-skips tiles of other documents.
+skips tiles of other documents.  A bias and ALiBi are added to every visited
+tile (``tiles.add_score_terms``); dropout zeroes P's dropped entries before
+``P V`` (``l`` sums the undropped P, as FlashAttention's dropout does) and the
+output is scaled by 1 / (1 - rate) once at the end.
 """
 from __future__ import annotations
 
@@ -35,17 +38,16 @@ def kv_tile_loops(spec: masks.MaskSpec, q_start, q_end, kv_len, offset,
   return first, full_first, full_last, last
 
 
-def _forward_kernel(q_ref, k_ref, v_ref, lens_ref, q_seg_ref, kv_seg_ref,
-                    kv_seg_lo_ref, kv_seg_hi_ref, q_seg_lo_ref, q_seg_hi_ref,
-                    mask_ref, o_ref, lse_ref, *, spec: masks.MaskSpec,
+def _forward_kernel(q_ref, k_ref, v_ref, *refs, spec: masks.MaskSpec,
                     scale: float, cap: float | None, block_q: int, block_k: int,
-                    head_dim: int, t: int, s: int):
-  inputs = tiles.TileInputs(lens_ref, q_seg_ref, kv_seg_ref, kv_seg_lo_ref,
-                            kv_seg_hi_ref, q_seg_lo_ref, q_seg_hi_ref, mask_ref)
-  qtile = tiles.program_query_tile(spec, lens_ref, block_q)
+                    head_dim: int, t: int, s: int, rate: float):
+  *in_refs, o_ref, lse_ref = refs
+  inputs = tiles.TileInputs(*in_refs)
+  head = pl.program_id(2)
+  qtile = tiles.program_query_tile(spec, inputs.lens, block_q)
   tile_q, q_start, q_end, q_len, kv_len, offset = qtile
   q = tiles.load_rows(q_ref, q_start, block_q, t, head_dim)  # [block_q, Hp]
-  q_seg = (tiles.load_vec(q_seg_ref, q_start, block_q, t, -1)
+  q_seg = (tiles.load_vec(inputs.q_seg, q_start, block_q, t, -1)
            if spec.has_segments else None)
 
   def body(tile_k, carry, *, masked: bool):
@@ -53,6 +55,8 @@ def _forward_kernel(q_ref, k_ref, v_ref, lens_ref, q_seg_ref, kv_seg_ref,
     k_start = tile_k * block_k
     k = tiles.load_rows(k_ref, k_start, block_k, s, head_dim)  # [block_k, Hp]
     s2, _ = tiles.scores(q, k, scale=scale, cap=cap)  # [block_q, block_k]
+    s2 = tiles.add_score_terms(s2, inputs, q_start=q_start, k_start=k_start,
+                               t=t, s=s, offset=offset, q_head=head)
     if masked:
       s2 = tiles.mask_scores(s2, spec, inputs, qtile, k_start,
                              block_k=block_k, t=t, s=s, q_seg=q_seg)
@@ -61,14 +65,19 @@ def _forward_kernel(q_ref, k_ref, v_ref, lens_ref, q_seg_ref, kv_seg_ref,
     alpha = jnp.exp2(m_prev - m_next)
     p = jnp.exp2(s2 - m_next[:, None])
     l_next = l_prev * alpha + jnp.sum(p, axis=1)
+    if rate > 0.0:  # dropout on P (rescaled by 1 / (1 - rate) at the end)
+      p = jnp.where(tiles.dropout_keep(inputs, rate, q_head=head,
+                                       q_start=q_start, k_start=k_start,
+                                       block_q=block_q, block_k=block_k),
+                    p, 0.0)
     v = tiles.load_rows(v_ref, k_start, block_k, s, head_dim)
     acc = acc * alpha[:, None] + tiles.dot(p.astype(v.dtype), v)
     return acc, m_next, l_next
 
   def maybe_skip(tile_k, carry):
     # Tiles of documents this query tile does not contain are skipped.
-    overlap = tiles.segments_overlap(q_seg_lo_ref[tile_q], q_seg_hi_ref[tile_q],
-                                     kv_seg_lo_ref[tile_k], kv_seg_hi_ref[tile_k])
+    overlap = tiles.segments_overlap(inputs.q_seg_lo[tile_q], inputs.q_seg_hi[tile_q],
+                                     inputs.kv_seg_lo[tile_k], inputs.kv_seg_hi[tile_k])
     return lax.cond(overlap, functools.partial(body, masked=True),
                     lambda _, c: c, tile_k, carry)
 
@@ -88,7 +97,8 @@ def _forward_kernel(q_ref, k_ref, v_ref, lens_ref, q_seg_ref, kv_seg_ref,
   rows = q_start + jnp.arange(block_q)
   empty = (m <= masks.MASK_VALUE) | (rows >= q_len)
   l_safe = jnp.where(empty, 1.0, l)
-  out = jnp.where(empty[:, None], 0.0, acc / l_safe[:, None])
+  norm = l_safe * (1.0 - rate) if rate > 0.0 else l_safe  # dropout's 1/(1-rate)
+  out = jnp.where(empty[:, None], 0.0, acc / norm[:, None])
   lse = jnp.where(empty, jnp.inf, (m + jnp.log2(l_safe)) * tiles.LN2)
   tiles.store_rows(o_ref, out, q_start, block_q, t, head_dim)
   plgpu.store(lse_ref, lse, mask=rows < t)
@@ -108,7 +118,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   kernel = functools.partial(
       _forward_kernel, spec=params.spec, scale=params.scale,
       cap=params.logits_soft_cap, block_q=block_q, block_k=block_k,
-      head_dim=h, t=t, s=s)
+      head_dim=h, t=t, s=s, rate=params.dropout_rate)
   in_specs = [
       pl.BlockSpec((None, t, None, hp), lambda i, bi, hi: (bi, 0, hi, 0)),
       pl.BlockSpec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi // group, 0)),

@@ -1,5 +1,6 @@
 """Tile-level pieces shared by the Pallas-Triton forward and backward kernels:
-operand specs, masked tile loads, scaled (soft-capped) scores and the
+operand specs, masked tile loads, scaled (soft-capped) scores, the additive
+score terms (bias, ALiBi), the dropout keep bits (``dropout``) and the
 element-wise mask of one [block_q, block_k] tile, built from ``masks``.
 
 Scores live in the log2 domain (FlashAttention-2 kernels' exp2 trick): the
@@ -15,14 +16,15 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from pallas_flash import masks
+from pallas_flash import dropout, masks
 
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
 
 
 class TileInputs(NamedTuple):
-  """Refs of the optional mask inputs of one (batch, head) program."""
+  """Refs of the optional mask and score-term inputs of one (batch, head)
+  program (kernels take them as ``*refs`` after q, k, v, before outputs)."""
 
   lens: object  # [2] int32: q_len, kv_len
   q_seg: object | None  # [T] int32
@@ -32,12 +34,25 @@ class TileInputs(NamedTuple):
   q_seg_lo: object | None  # [num_q_tiles]
   q_seg_hi: object | None
   mask: object | None  # [Tm, Sm] int8
+  bias: object | None  # [Tb, Sb] (or [G, Tb, Sb]) in the bias dtype
+  slopes: object | None  # [N] float32 ALiBi slopes of this batch row
+  seeds: object | None  # [N] int32 dropout seeds of this batch row
+
+
+def _plane_spec(shape, q_head_block: int | None):
+  """BlockSpec of a [Bm|1, Nm|1, Tm, Sm] array: one program's plane (or
+  ``q_head_block`` query heads of it); size-1 dims broadcast."""
+  bm, nm, tm, sm = shape
+  index = lambda i, b, h: (b if bm > 1 else 0, h if nm > 1 else 0, 0, 0)
+  if q_head_block is None or nm == 1:
+    return pl.BlockSpec((None, None, tm, sm), index)
+  return pl.BlockSpec((None, q_head_block, tm, sm), index)
 
 
 def prepare_mask_inputs(arrays: masks.MaskArrays, spec: masks.MaskSpec, *,
                         t: int, s: int, block_q: int, block_k: int,
                         q_head_block: int | None):
-  """Kernel operands and BlockSpecs for the mask inputs.
+  """Kernel operands and BlockSpecs for the mask and score-term inputs.
 
   Grid convention of every kernel here: ``(tile, batch, head)``.  When
   ``q_head_block`` is None the program's head is a query head (``dense mask``
@@ -60,17 +75,18 @@ def prepare_mask_inputs(arrays: masks.MaskArrays, spec: masks.MaskSpec, *,
     operands += [None] * 6
     specs += [None] * 6
   if spec.dense_mask_shape is not None:
-    bm, nm, tm, sm = spec.dense_mask_shape
-    m = arrays.mask.astype(jnp.int8)
-    index = lambda i, b, h: (b if bm > 1 else 0, h if nm > 1 else 0, 0, 0)
-    if q_head_block is None or nm == 1:
-      specs.append(pl.BlockSpec((None, None, tm, sm), index))
-    else:  # one program covers q_head_block query heads of the mask
-      specs.append(pl.BlockSpec((None, q_head_block, tm, sm), index))
-    operands.append(m)
+    operands.append(arrays.mask.astype(jnp.int8))
+    specs.append(_plane_spec(spec.dense_mask_shape, q_head_block))
   else:
     operands.append(None)
     specs.append(None)
+  bias = arrays.bias
+  operands.append(bias)
+  specs.append(None if bias is None else _plane_spec(bias.shape, q_head_block))
+  for x in (arrays.alibi_slopes, arrays.dropout_seeds):  # [1 | B, N]
+    operands.append(x)
+    specs.append(None if x is None else pl.BlockSpec(
+        (None, x.shape[1]), lambda i, b, h, bx=x.shape[0]: (b if bx > 1 else 0, 0)))
   return operands, specs
 
 
@@ -191,16 +207,66 @@ def tile_visible(spec: masks.MaskSpec, inputs: TileInputs, *, q_start, k_start,
     ok &= (masks.segment_visible(q_seg[None, :], kv_seg[:, None]) if key_major
            else masks.segment_visible(q_seg[:, None], kv_seg[None, :]))
   if spec.dense_mask_shape is not None:
-    _, _, tm, sm = spec.dense_mask_shape
-    # Size-1 (broadcast) dims are read as length-1 slices and broadcast.
-    q_rows = pl.ds(q_start, block_q) if tm > 1 else pl.ds(0, 1)
-    k_cols = pl.ds(k_start, block_k) if sm > 1 else pl.ds(0, 1)
-    in_bounds = (((q_idx < t)[:, None] if tm > 1 else True)
-                 & ((k_idx < s)[None, :] if sm > 1 else True))
-    idx = (q_rows, k_cols) if head is None else (head, q_rows, k_cols)
-    m = plgpu.load(inputs.mask.at[idx], mask=in_bounds, other=0)  # [bq|1, bk|1]
-    ok &= (m.T if key_major else m) != 0
+    m = load_plane(inputs.mask, spec.dense_mask_shape[2:], q_start=q_start,
+                   k_start=k_start, block_q=block_q, block_k=block_k, t=t,
+                   s=s, head=head, key_major=key_major)
+    ok &= m != 0
   return ok
+
+
+def load_plane(ref, plane_shape, *, q_start, k_start, block_q: int,
+               block_k: int, t: int, s: int, head=None,
+               key_major: bool = False):
+  """The [block_q|1, block_k|1] tile at (q_start, k_start) of a [Tm, Sm] (or
+  [G, Tm, Sm], ``head`` picking G) dense mask or bias ref, 0 out of bounds;
+  size-1 (broadcast) dims are read as length-1 slices.  ``key_major``
+  returns its transpose."""
+  tm, sm = plane_shape
+  q_idx = q_start + jnp.arange(block_q)
+  k_idx = k_start + jnp.arange(block_k)
+  q_rows = pl.ds(q_start, block_q) if tm > 1 else pl.ds(0, 1)
+  k_cols = pl.ds(k_start, block_k) if sm > 1 else pl.ds(0, 1)
+  in_bounds = (((q_idx < t)[:, None] if tm > 1 else True)
+               & ((k_idx < s)[None, :] if sm > 1 else True))
+  idx = (q_rows, k_cols) if head is None else (head, q_rows, k_cols)
+  x = plgpu.load(ref.at[idx], mask=in_bounds, other=0)  # [bq|1, bk|1]
+  return x.T if key_major else x
+
+
+def add_score_terms(s2, inputs: TileInputs, *, q_start, k_start, t: int,
+                    s: int, offset, q_head, head=None, key_major=False):
+  """A log2-domain score tile plus log2(e) * (ALiBi + bias).
+
+  ``s2`` is [block_q, block_k] (or its transpose with ``key_major``);
+  ``q_head`` is the program's query head (slopes), ``head`` the head inside
+  a multi-head bias block.  A -inf bias is clamped to ``masks.MASK_VALUE``
+  (masked, without inf - inf = NaN), as in ``reference``.
+  """
+  block_q, block_k = s2.shape[::-1] if key_major else s2.shape
+  if inputs.slopes is not None:
+    q_pos = q_start + jnp.arange(block_q)
+    k_pos = k_start + jnp.arange(block_k)
+    rows, cols = ((q_pos[None, :], k_pos[:, None]) if key_major
+                  else (q_pos[:, None], k_pos[None, :]))
+    s2 = s2 + masks.alibi_bias(inputs.slopes[q_head] * LOG2E, rows, cols, offset)
+  if inputs.bias is not None:
+    shape = inputs.bias.shape[-2:]
+    b = load_plane(inputs.bias, shape, q_start=q_start, k_start=k_start,
+                   block_q=block_q, block_k=block_k, t=t, s=s, head=head,
+                   key_major=key_major)
+    s2 = jnp.maximum(s2 + b.astype(jnp.float32) * LOG2E, masks.MASK_VALUE)
+  return s2
+
+
+def dropout_keep(inputs: TileInputs, rate: float, *, q_head, q_start,
+                 k_start, block_q: int, block_k: int, key_major=False):
+  """The ``dropout.keep`` bits of the [block_q, block_k] tile (or its
+  transpose with ``key_major``): the same bits whatever the tiling."""
+  rk = dropout.row_keys(inputs.seeds[q_head], q_start + jnp.arange(block_q))
+  cols = k_start + jnp.arange(block_k)
+  if key_major:
+    return dropout.keep(rk[None, :], cols[:, None], dropout.threshold(rate))
+  return dropout.keep(rk[:, None], cols[None, :], dropout.threshold(rate))
 
 
 def mask_scores(s2, spec: masks.MaskSpec, inputs: TileInputs,
