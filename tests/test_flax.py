@@ -13,6 +13,7 @@ compare only real rows.
 from __future__ import annotations
 
 import functools
+import math
 
 import chex
 import flax.linen as nn
@@ -21,6 +22,7 @@ import jax.numpy as jnp
 import pytest
 from flax import nnx
 
+import pallas_flash
 import pallas_flash.flax as pf
 from pallas_flash.flax import linen as pf_linen
 from pallas_flash.flax import nnx as pf_nnx
@@ -406,25 +408,74 @@ def test_linen_attention_fn_triton_dense_mask():
 # Errors: what cannot be honoured is refused, never dropped
 # --------------------------------------------------------------------------
 
-def test_linen_dropout_is_refused():
-  x = _inputs(B, T, F)
-  layer = nn.MultiHeadDotProductAttention(
-      num_heads=HEADS, attention_fn=pf.attention_fn, dropout_rate=0.1)
-  params = layer.init(jax.random.key(0), x, deterministic=True)
-  layer.apply(params, x, deterministic=True)  # deterministic: fine
-  with pytest.raises(NotImplementedError, match="no attention dropout"):
-    layer.apply(params, x, deterministic=False,
-                rngs={"dropout": jax.random.key(1)})
+# --------------------------------------------------------------------------
+# Attention dropout: Flax's semantics, pallas_flash's keep mask
+# --------------------------------------------------------------------------
+
+def _attention_with_helper_mask(query, key, value, bias=None, mask=None,
+                                broadcast_dropout=True, dropout_rng=None,
+                                dropout_rate=0.0, deterministic=False,
+                                dtype=None, precision=None, module=None,
+                                **unused):
+  """Flax's dot_product_attention with pallas_flash.dropout_mask's bits."""
+  del module, unused
+  w = nn.dot_product_attention_weights(query, key, bias, mask, dtype=dtype,
+                                       precision=precision, deterministic=True)
+  if dropout_rate > 0.0 and not deterministic:
+    *batch, n, t, s = w.shape
+    keep = pallas_flash.dropout_mask(
+        dropout_rng, (math.prod(batch), n, t, s), dropout_rate,
+        broadcast=broadcast_dropout).reshape(w.shape)
+    w = w * keep / (1.0 - dropout_rate)
+  return jnp.einsum("...hqk,...khd->...qhd", w, value, precision=precision)
 
 
-def test_nnx_dropout_is_refused():
-  layer = nnx.MultiHeadAttention(num_heads=HEADS, in_features=F,
-                                 attention_fn=pf.attention_fn, decode=False,
-                                 dropout_rate=0.1, rngs=nnx.Rngs(0))
+@pytest.mark.parametrize("broadcast_dropout", [True, False])
+def test_linen_attention_fn_dropout(broadcast_dropout):
+  x = _inputs(2, 3, T, F)  # extra batch dims
+  kw = dict(num_heads=HEADS, dropout_rate=0.3, broadcast_dropout=broadcast_dropout)
+  ours, theirs = _linen_pair(pf.attention_fn, **kw)
+  ref = nn.MultiHeadDotProductAttention(attention_fn=_attention_with_helper_mask, **kw)
+  params = theirs.init(jax.random.key(0), x, deterministic=True)
+  rngs = {"dropout": jax.random.key(1)}
+  got = _linen_value_and_grad(ours, params, x, deterministic=False, rngs=rngs)
+  want = _linen_value_and_grad(ref, params, x, deterministic=False, rngs=rngs)
+  _assert_same(got[0], want[0], got[1], want[1])
+  dropped = ours.apply(params, x, deterministic=False, rngs=rngs)
+  kept = ours.apply(params, x, deterministic=True)
+  chex.assert_trees_all_close(kept, theirs.apply(params, x, deterministic=True), **TOL)
+  assert not jnp.allclose(dropped, kept)
+
+
+def test_nnx_attention_fn_dropout():
+  make = lambda fn: nnx.MultiHeadAttention(
+      num_heads=HEADS, in_features=F, attention_fn=fn, decode=False,
+      dropout_rate=0.2, rngs=nnx.Rngs(0, dropout=7))
   x = _inputs(B, T, F)
-  layer(x, deterministic=True)
-  with pytest.raises(NotImplementedError, match="no attention dropout"):
-    layer(x, deterministic=False)
+  ours, ref = make(pf.attention_fn), make(_attention_with_helper_mask)
+  chex.assert_trees_all_close(ours(x, deterministic=False), ref(x, deterministic=False), **TOL)
+  chex.assert_trees_all_close(ours(x, deterministic=True), ref(x, deterministic=True), **TOL)
+
+
+def test_layers_dropout():
+  x = _inputs(B, T, F)
+  rngs = {"dropout": jax.random.key(3)}
+  ours = pf_linen.MultiHeadAttention(num_heads=HEADS, dropout_rate=0.25)
+  ref = nn.MultiHeadDotProductAttention(
+      num_heads=HEADS, dropout_rate=0.25, attention_fn=_attention_with_helper_mask)
+  params = ref.init(jax.random.key(0), x, deterministic=True)
+  got = _linen_value_and_grad(ours, params, x, deterministic=False, rngs=rngs)
+  want = _linen_value_and_grad(ref, params, x, deterministic=False, rngs=rngs)
+  _assert_same(got[0], want[0], got[1], want[1])
+  with pytest.raises(ValueError, match="deterministic"):  # Flax's merge_param
+    ours.apply(params, x, rngs=rngs)
+  layer = pf_nnx.MultiHeadAttention(num_heads=HEADS, in_features=F, dropout_rate=0.25,
+                                    rngs=nnx.Rngs(0, dropout=5))
+  theirs = nnx.MultiHeadAttention(num_heads=HEADS, in_features=F, dropout_rate=0.25,
+                                  decode=False, attention_fn=_attention_with_helper_mask,
+                                  rngs=nnx.Rngs(0, dropout=5))
+  chex.assert_trees_all_close(layer(x, deterministic=False), theirs(x, deterministic=False), **TOL)
+  chex.assert_trees_all_close(layer(x, deterministic=True), theirs(x, deterministic=True), **TOL)
 
 
 def test_sow_weights_is_refused():

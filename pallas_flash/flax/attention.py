@@ -90,14 +90,8 @@ def make_attention_fn(*, implementation: api.Implementation | None = None,
                         force_fp32_for_softmax: bool = False,
                         qk_attn_weights_einsum=None,
                         attn_weights_value_einsum=None):
-    del broadcast_dropout, dropout_rng  # only meaningful with dropout, refused
     del force_fp32_for_softmax  # the softmax is always float32 here
     del precision  # see attention_fn's docstring
-    if dropout_rate > 0.0 and not deterministic:
-      raise NotImplementedError(
-          f"pallas_flash attention has no attention dropout, got "
-          f"{dropout_rate=} with {deterministic=}; set dropout_rate=0 or "
-          "deterministic=True (dropout on the layer's output still works)")
     if module is not None:
       raise NotImplementedError(
           "pallas_flash never materialises the attention weights, so they "
@@ -110,7 +104,9 @@ def make_attention_fn(*, implementation: api.Implementation | None = None,
           "applied inside the fused pallas_flash kernels")
     return _flax_attention(query, key, value, bias, mask, dtype=dtype,
                            is_causal=bool(is_causal) or options.is_causal,
-                           options=options)
+                           options=options,
+                           **dropout_kwargs(dropout_rate, deterministic,
+                                            dropout_rng, broadcast_dropout))
 
   flax_attention_fn.__doc__ = _ATTENTION_FN_DOC
   flax_attention_fn.__name__ = flax_attention_fn.__qualname__ = "attention_fn"
@@ -127,13 +123,18 @@ _ATTENTION_FN_DOC = """Flax-compatible attention computed by pallas_flash.
     key: ``[batch..., S, K, H]`` with ``N % K == 0`` (GQA / MQA).
     value: same shape as ``key``.
     bias: optional additive bias broadcastable to ``[batch..., N, T, S]``
-      (selects the XLA path; the kernels take no bias).
+      (read tile by tile by the kernels; its gradient is computed when asked
+      for).
     mask: optional mask broadcastable to ``[batch..., N or 1, T, S]``, e.g.
       from ``make_causal_mask`` / ``make_attention_mask``; nonzero = attend.
       It is passed on as a dense boolean ``mask=`` (read tile by tile).
-    broadcast_dropout, dropout_rng: unused (there is no dropout).
-    dropout_rate, deterministic: ``dropout_rate > 0`` with
-      ``deterministic=False`` raises ``NotImplementedError``.
+    broadcast_dropout: one dropout mask for every batch row and head (Flax's
+      default, True).
+    dropout_rng: JAX PRNG key, required when dropping.
+    dropout_rate: attention dropout rate in [0, 1), applied in the kernel
+      (``pallas_flash.dropout_mask`` gives its keep mask; the bits differ
+      from Flax's ``jax.random.bernoulli``, the distribution is the same).
+    deterministic: no dropout when True.
     dtype: compute dtype; ``None`` promotes query, key and value to a common
       dtype, as Flax does.
     precision: accepted for compatibility and not used: the reference
@@ -152,15 +153,23 @@ _ATTENTION_FN_DOC = """Flax-compatible attention computed by pallas_flash.
 
   Raises:
     ValueError: malformed shapes (see :func:`pallas_flash.flash_attention`).
-    NotImplementedError: dropout while not deterministic, sowing attention
-      weights, custom einsums.
+    NotImplementedError: sowing attention weights, custom einsums.
   """
 
 attention_fn = make_attention_fn()
 
 
+def dropout_kwargs(rate, deterministic, rng, broadcast) -> dict[str, Any]:
+  """Flax's dropout arguments as :func:`pallas_flash.flash_attention`'s:
+  no dropout when ``deterministic`` or ``rate == 0``."""
+  if deterministic or not rate:
+    return {}
+  return dict(dropout_rate=rate, dropout_rng=rng,
+              broadcast_dropout=bool(broadcast))
+
+
 def _flax_attention(query, key, value, bias, mask, *, dtype, is_causal,
-                    options: AttentionOptions):
+                    options: AttentionOptions, **dropout):
   query, key, value = (jnp.asarray(x) for x in (query, key, value))
   if dtype is None:
     dtype = jnp.result_type(query, key, value)
@@ -182,7 +191,7 @@ def _flax_attention(query, key, value, bias, mask, *, dtype, is_causal,
   if bias is not None:
     bias = flatten_batch(jnp.asarray(bias), batch, (n, t, s), "bias")
   out = api.flash_attention(flat(query), flat(key), flat(value), bias, mask,
-                            is_causal=is_causal, **options.kwargs())
+                            is_causal=is_causal, **options.kwargs(), **dropout)
   return out.reshape(batch + out.shape[1:])
 
 

@@ -47,6 +47,10 @@ class MultiHeadAttention(nn.Module):
       the defaults of ``flax.linen.MultiHeadDotProductAttention``.
     precision: precision of the projections.
     normalize_qk: LayerNorm on queries and keys (arxiv.org/abs/2302.05442).
+    dropout_rate: attention dropout in the kernel (``rngs={"dropout": ...}``
+      when not deterministic), as in ``flax.linen.MultiHeadDotProductAttention``.
+    broadcast_dropout: one dropout mask for every batch row and head.
+    deterministic: no dropout; merged with ``__call__``'s as in Flax.
     implementation, causal_alignment, local_window_size, logits_soft_cap,
       config: as in :func:`pallas_flash.flash_attention`.
   """
@@ -64,6 +68,9 @@ class MultiHeadAttention(nn.Module):
   out_bias_init: Any = None
   precision: Any = None
   normalize_qk: bool = False
+  dropout_rate: float = 0.0
+  broadcast_dropout: bool = True
+  deterministic: bool | None = None
   implementation: api.Implementation | None = None
   causal_alignment: str = "top_left"
   local_window_size: int | tuple[int, int] | None = None
@@ -79,7 +86,9 @@ class MultiHeadAttention(nn.Module):
                kv_seq_lengths: Array | None = None,
                segment_ids: Array | None = None,
                kv_segment_ids: Array | None = None,
-               mask: Array | None = None) -> Array:
+               mask: Array | None = None,
+               deterministic: bool | None = None,
+               dropout_rng: Array | None = None) -> Array:
     """Projects, attends and projects back.
 
     ``inputs_k`` defaults to ``inputs_q`` (self-attention) and ``inputs_v`` to
@@ -103,6 +112,8 @@ class MultiHeadAttention(nn.Module):
       kv_segment_ids: int ``[batch..., S]``.
       mask: optional dense boolean mask broadcastable to
         ``[batch..., N, T, S]`` (the slow path; prefer the arguments above).
+      deterministic: no attention dropout (merged with the attribute).
+      dropout_rng: dropout key; default ``self.make_rng("dropout")``.
 
     Returns:
       ``[batch..., T, out_features]``.  Padded query rows attend to nothing:
@@ -134,8 +145,15 @@ class MultiHeadAttention(nn.Module):
       query = ln(name="query_ln")(query)
       key = ln(name="key_ln")(key)
 
+    if self.dropout_rate > 0.0:
+      deterministic = nn.merge_param("deterministic", self.deterministic,
+                                     deterministic)
+      if not deterministic and dropout_rng is None:
+        dropout_rng = self.make_rng("dropout")
     x = _attention.attend(
         query, key, value, is_causal=is_causal, mask=mask, dtype=self.dtype,
+        **_attention.dropout_kwargs(self.dropout_rate, deterministic,
+                                    dropout_rng, self.broadcast_dropout),
         implementation=self.implementation,
         causal_alignment=self.causal_alignment,
         local_window_size=self.local_window_size,

@@ -14,6 +14,7 @@ from typing import Any
 
 import jax.numpy as jnp
 from flax import nnx
+from flax.nnx.module import first_from
 from flax.nnx.nn.linear import default_kernel_init
 
 from pallas_flash import api
@@ -48,7 +49,9 @@ class MultiHeadAttention(nnx.Module):
       ``flax.nnx.MultiHeadAttention``.
     implementation, causal_alignment, local_window_size, logits_soft_cap,
       config: as in :func:`pallas_flash.flash_attention`.
-    rngs: parameter initialisation.
+    dropout_rate, broadcast_dropout, deterministic, keep_rngs: attention
+      dropout (in the kernel) as in ``flax.nnx.MultiHeadAttention``.
+    rngs: parameter initialisation (and, with dropout, the dropout stream).
   """
 
   def __init__(self, num_heads: int, in_features: int,
@@ -66,6 +69,8 @@ class MultiHeadAttention(nnx.Module):
                causal_alignment: str = "top_left",
                local_window_size: int | tuple[int, int] | None = None,
                logits_soft_cap: float | None = None, config: Any = None,
+               dropout_rate: float = 0.0, broadcast_dropout: bool = True,
+               deterministic: bool | None = None, keep_rngs: bool = True,
                rngs: nnx.Rngs):
     qkv_features = in_features if qkv_features is None else qkv_features
     out_features = in_features if out_features is None else out_features
@@ -76,6 +81,9 @@ class MultiHeadAttention(nnx.Module):
     self.num_heads = num_heads
     self.num_kv_heads = num_kv_heads
     self.dtype = dtype
+    self.dropout_rate = dropout_rate
+    self.broadcast_dropout = broadcast_dropout
+    self.deterministic = deterministic
     self.attention_options = dict(
         implementation=implementation, causal_alignment=causal_alignment,
         local_window_size=local_window_size, logits_soft_cap=logits_soft_cap,
@@ -99,6 +107,10 @@ class MultiHeadAttention(nnx.Module):
         axis=(-2, -1), kernel_init=out_kernel_init or kernel_init,
         bias_init=out_bias_init or bias_init, use_bias=use_bias, dtype=dtype,
         param_dtype=param_dtype, precision=precision, rngs=rngs)
+    # As Flax's, after the submodules (same parameters from the same rngs):
+    # a forked dropout stream kept for __call__.
+    self.rngs = (rngs.dropout.fork() if keep_rngs and dropout_rate > 0
+                 else nnx.data(None))
 
   def __call__(self, inputs_q: Array, inputs_k: Array | None = None,
                inputs_v: Array | None = None, *, is_causal: bool = False,
@@ -108,11 +120,16 @@ class MultiHeadAttention(nnx.Module):
                kv_seq_lengths: Array | None = None,
                segment_ids: Array | None = None,
                kv_segment_ids: Array | None = None,
-               mask: Array | None = None) -> Array:
+               mask: Array | None = None,
+               deterministic: bool | None = None,
+               rngs: nnx.Rngs | None = None) -> Array:
     """Projects, attends and projects back.
 
     Same arguments and defaults as
-    :meth:`pallas_flash.flax.linen.MultiHeadAttention.__call__`.
+    :meth:`pallas_flash.flax.linen.MultiHeadAttention.__call__`, with
+    ``deterministic`` (taking precedence over the constructor's) and
+    ``rngs`` (dropout stream; default the one kept at construction) as in
+    ``flax.nnx.MultiHeadAttention``.
 
     Returns:
       ``[batch..., T, out_features]``; padded query rows get the ``out`` bias.
@@ -127,7 +144,22 @@ class MultiHeadAttention(nnx.Module):
     value = self.value(inputs_v)
     if self.query_ln is not None:
       query, key = self.query_ln(query), self.key_ln(key)
+    dropout_rng = None
+    if self.dropout_rate > 0.0:
+      deterministic = first_from(
+          deterministic, self.deterministic,
+          error_msg="no `deterministic` given to MultiHeadAttention (call "
+                    "argument or constructor) while dropout_rate > 0")
+      if not deterministic:
+        rngs = self.rngs if rngs is None else rngs.dropout
+        if rngs is None:
+          raise ValueError("pass rngs to __call__ when the layer was built "
+                           "with keep_rngs=False")
+        dropout_rng = rngs()
     x = _attention.attend(query, key, value, is_causal=is_causal, mask=mask,
                           dtype=self.dtype, **self.attention_options,
+                          **_attention.dropout_kwargs(
+                              self.dropout_rate, deterministic, dropout_rng,
+                              self.broadcast_dropout),
                           **padding)
     return self.out(x)

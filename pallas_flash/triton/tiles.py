@@ -229,7 +229,10 @@ def load_plane(ref, plane_shape, *, q_start, k_start, block_q: int,
   in_bounds = (((q_idx < t)[:, None] if tm > 1 else True)
                & ((k_idx < s)[None, :] if sm > 1 else True))
   idx = (q_rows, k_cols) if head is None else (head, q_rows, k_cols)
-  x = plgpu.load(ref.at[idx], mask=in_bounds, other=0)  # [bq|1, bk|1]
+  if in_bounds is True:  # a [1, 1] plane: always in bounds
+    x = plgpu.load(ref.at[idx])
+  else:
+    x = plgpu.load(ref.at[idx], mask=in_bounds, other=0)  # [bq|1, bk|1]
   return x.T if key_major else x
 
 
