@@ -92,30 +92,29 @@ def check_supported(params: KernelParams, q, k, v) -> None:
 # --------------------------------------------------------------------------
 
 
-def _scores_pair(products1, products2, init1, init2, interpret: bool):
-  """(init1 + sum a @ b over products1, init2 + the same over products2) in
-  f32, the (a, b) operands in shared memory (``_RowTile.products``), the
+def _scores(terms, interpret: bool):
+  """(init + sum of a @ b over products for each (products, init) in terms)
+  in f32, the (a, b) operands in shared memory (``_RowTile.products``), the
   wgmmas issued back to back and awaited once.  The inits fold the
   softmax's row terms into the accumulators (``_row_terms``)."""
-  def issue(r1, r2):
-    for ref, products in ((r1, products1), (r2, products2)):
+  def issue(refs):
+    for ref, (products, _) in zip(refs, terms):
       for a, b in products:
         plgpu.wgmma(ref, a, b)
 
   if interpret:  # no pl.run_state accumulators in GPU interpret mode
-    def body(r1, r2):
-      issue(r1, r2)
-      return r1[...], r2[...]
-    s1, s2 = pl.run_scoped(body, plgpu.ACC(init1.shape, jnp.float32),
-                           plgpu.ACC(init2.shape, jnp.float32))
-    return s1 + init1, s2 + init2
-  return pl.run_state(lambda refs: issue(*refs))(
-      (plgpu.ACC.init(init1), plgpu.ACC.init(init2)))
+    def body(*refs):
+      issue(refs)
+      return tuple(ref[...] for ref in refs)
+    outs = pl.run_scoped(body, *(plgpu.ACC(init.shape, jnp.float32)
+                                 for _, init in terms))
+    return tuple(out + init for out, (_, init) in zip(outs, terms))
+  return pl.run_state(issue)(tuple(plgpu.ACC.init(init) for _, init in terms))
 
 
 def _row_terms(lse2, delta, shape, dim: int, scale: float,
                cap: float | None):
-  """Accumulator inits for S and dP (``_scores_pair``) and a function of the
+  """Accumulator inits for S and dP (``_scores``) and a function of the
   S accumulator -> (base-2 logits, tanh of the soft-cap or None,
   the lse2 still to subtract or None).
 
@@ -249,6 +248,70 @@ class _RowTile:
     _store_rows(acc, self.smems[i], dst.at[self.narrow(self.rows)], dtype)
 
 
+class _Exchange:
+  """Score tiles passed between the two consumers of a ``split_head_dim``
+  CTA, so that each score GEMM runs once: consumer 1 computes dP - delta and
+  hands it to consumer 0 (direction 0); consumer 0 computes S, P and dS
+  (Alg. 2 lines 9-14) and hands dS, and in the dK/dV kernel P, back
+  (direction 1) as wgmma A operands.  Each consumer then accumulates its
+  own columns of the gradients.  One shared-memory buffer set per
+  direction, each guarded by a "full" and a "free" barrier (GPU: named
+  barriers of the two consumers' 256 threads; interpret: mbarriers).
+  """
+
+  def __init__(self, bufs, cfg: MosaicBackwardConfig, mbarriers, steps):
+    self.bufs = bufs  # ((dp f32,), (p?, ds)) [rows, cols] tiles
+    # The named barriers after forward._Sync's (config: num_stages <= 3).
+    self.first_id = fwd._BAR_TURN + cfg.consumers + 2 * cfg.num_stages
+    self.mbarriers, self.steps = mbarriers, steps
+
+  @staticmethod
+  def allocate(shape, dtype, with_p: bool):
+    f32 = plgpu.SMEM(shape, jnp.float32, transforms=(
+        plgpu.TilingTransform((8, 32)), plgpu.SwizzleTransform(128)))
+    back = plgpu.SMEM(shape, dtype, transforms=_TILED)
+    return ((f32,), (back, back) if with_p else (back,))
+
+  def _barrier(self, op: str, d: int, full: bool):
+    i = 2 * d + (0 if full else 1)
+    if self.mbarriers is None:
+      fwd._named_barrier("arrive" if op == "arrive" else "sync",
+                         self.first_id + i, 2 * fwd._WG_THREADS)
+    elif op == "arrive":
+      plgpu.barrier_arrive(self.mbarriers.at[i])
+    else:
+      plgpu.barrier_wait(self.mbarriers.at[i])
+
+  def put(self, d: int, first, *values):
+    """Writer: wait until the reader took the previous tiles (unless this is
+    the ``first`` step), store these."""
+    pl.when(jnp.logical_not(first))(
+        lambda: self._barrier("wait", d, full=False))
+    for ref, value in zip(self.bufs[d], values):
+      ref[...] = value
+    if d == 1:  # read by wgmma: the async proxy must see the stores
+      plgpu.commit_smem()
+    self._barrier("arrive", d, full=True)
+
+  def take(self, d: int, interpret: bool):
+    """Reader: wait for the tiles; direction 0 gives values (free at once),
+    direction 1 the shared-memory refs (``release`` once read)."""
+    self._barrier("wait", d, full=True)
+    if d == 0:
+      values = [plgpu.load(ref, layout=_WGMMA) for ref in self.bufs[d]]
+      self.release(d)
+      return values
+    return [ref[...] for ref in self.bufs[d]] if interpret else self.bufs[d]
+
+  def release(self, d: int):
+    self._barrier("arrive", d, full=False)
+
+  def drain(self, d: int):
+    """Writer, after its last step: take the reader's last release, so no
+    barrier is left mid-phase when the CTA exits."""
+    pl.when(self.steps > 0)(lambda: self._barrier("wait", d, full=False))
+
+
 def _store_rows(acc, smem, dst, dtype):
   """acc -> shared memory (a tile no wgmma reads any more) -> HBM by TMA."""
   smem[...] = acc.astype(dtype)
@@ -304,8 +367,10 @@ def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer):
 
 
 def _interpret_barriers(consumers: int, num_stages: int, split: bool):
-  """Stand-ins for the named barriers of ``forward._Sync``."""
-  meet = (plgpu.Barrier(num_arrivals=consumers),) if split else ()
+  """Stand-ins for the named barriers of ``forward._Sync`` (and, with
+  split_head_dim, of ``_Exchange``)."""
+  meet = ((plgpu.Barrier(num_arrivals=consumers),
+           plgpu.Barrier(num_barriers=4)) if split else ())
   return (plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),
           plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),
           plgpu.Barrier(num_barriers=consumers), *meet)
@@ -334,7 +399,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   fused = not cfg.deterministic  # dQ by TMA reduce-add into refs[0] (f32)
   dq_acc_ref = refs.pop(0) if fused else None
   dk_ref, dv_ref, smem, barriers = refs
-  k_smems, v_smems, q_smems, do_smems, *fused_smem = smem
+  k_smems, v_smems, q_smems, do_smems, *extra_smem = smem
   k_bars, v_bars, q_bars, do_bars, *interpret_bars = barriers
   dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
   c, stages = cfg.consumers, cfg.num_stages
@@ -354,8 +419,13 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     if spec.has_segments:
       kv_seg = segment_ids(kv_seg_ref, b, pl.ds(kv_base, bk), (bk, bq), 0)
     zeros = plgpu.layout_cast(jnp.zeros((bk, kv.width), jnp.float32), _WGMMA)
+    xchg = None
+    if cfg.split_head_dim:
+      xchg = _Exchange(extra_smem[0], cfg,
+                       interpret_bars[4] if interpret else None,
+                       group * n_steps)
     if fused:
-      ds_smem, dq_smem = fused_smem[0].at[w], fused_smem[1].at[w]
+      ds_smem, dq_smem = extra_smem[0].at[w], extra_smem[1].at[w]
       dq_width = min(cfg.dq_cols, head_dim)
       pieces = head_dim // dq_width
     kv.wait()
@@ -378,8 +448,22 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       # -- S^T = K Q^T and dP^T - delta = V dO^T - delta  [bk, bq]
       s_init, dp_init, logits = _row_terms(lse2, delta, (bk, bq), 1, scale,
                                            cap)
-      s, dp = _scores_pair(kv.products(0, q_smem), kv.products(1, do_smem),
-                           s_init, dp_init, interpret)
+      first = None if xchg is None else g * n_steps + j == 0
+      if xchg is None:
+        s, dp = _scores(((kv.products(0, q_smem), s_init),
+                         (kv.products(1, do_smem), dp_init)), interpret)
+      elif w == 0:  # S^T here, dP^T - delta from consumer 1
+        (s,) = _scores(((kv.products(0, q_smem), s_init),), interpret)
+      else:  # dP^T - delta to consumer 0; P^T and dS^T back from it
+        (dp,) = _scores(((kv.products(1, do_smem), dp_init),), interpret)
+        xchg.put(0, first, dp)
+        p, ds = xchg.take(1, interpret)
+        dv, dk = _accumulate((dv, dk), (lambda: (p, kv.narrow(do_smem)),
+                                        lambda: (ds, kv.narrow(q_smem))),
+                             interpret)
+        xchg.release(1)
+        sync.release(0, slot)
+        return dk, dv
       x, th, lse2 = logits(s)
       if masked:
         segs = dense = None
@@ -402,10 +486,15 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
           plgpu.commit_smem()
         return ds, kv.narrow(q_smem)
 
+      products = (lambda: (p.astype(dtype), kv.narrow(do_smem)), ds_t)
+      if xchg is not None:
+        (dp,) = xchg.take(0, interpret)
+        p, ds = p.astype(dtype), _ds(p, dp, th).astype(dtype)
+        xchg.put(1, first, p, ds)
+        products = (lambda: (p, kv.narrow(do_smem)),
+                    lambda: (ds, kv.narrow(q_smem)))
       # -- dV += P^T dO, dK += dS^T Q  [bk, H] (split_head_dim: [bk, H / C])
-      dv, dk = _accumulate((dv, dk), (lambda: (p.astype(dtype),
-                                               kv.narrow(do_smem)),
-                                      ds_t), interpret)
+      dv, dk = _accumulate((dv, dk), products, interpret)
       sync.release(0, slot)  # the Q and dO slot may be refilled
       if fused:  # -- dQ[q rows] += dS K_c  [bq, H], dq_cols at a time
         for d in range(pieces):
@@ -437,7 +526,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       dk, dv = lax.fori_loop(0, group, head, carry)
     # -- epilogue: K and V are no longer read (every wgmma was awaited;
     # split_head_dim: by any consumer)
-    if cfg.split_head_dim:
+    if xchg is not None:
+      xchg.drain(1 - w)
       sync.consumers_meet()
     kv.store(0, dk * scale, dk_ref, dtype)
     kv.store(1, dv, dv_ref, dtype)
@@ -479,7 +569,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   kv tiles of the tile table (causal: launched longest first)."""
   q_seg_ref, kv_seg_ref, mask_ref, (dq_ref, smem, barriers) = (
       fwd.mask_refs(spec, refs))
-  q_smems, do_smems, k_smems, v_smems = smem
+  q_smems, do_smems, k_smems, v_smems, *xchg_smem = smem
   q_bars, do_bars, k_bars, v_bars, *interpret_bars = barriers
   dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
   c, stages = cfg.consumers, cfg.num_stages
@@ -504,6 +594,10 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     if spec.has_segments:
       q_seg = segment_ids(q_seg_ref, b, pl.ds(q_base, bq), (bq, bk), 0)
     dq = plgpu.layout_cast(jnp.zeros((bq, qo.width), jnp.float32), _WGMMA)
+    xchg = None
+    if cfg.split_head_dim:
+      xchg = _Exchange(xchg_smem[0], cfg,
+                       interpret_bars[4] if interpret else None, item.n_steps)
     qo.wait()
 
     def step(j, dq, *, masked: bool):
@@ -513,8 +607,21 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       plgpu.barrier_wait(k_bars.at[slot])
       plgpu.barrier_wait(v_bars.at[slot])
       # -- S = Q K^T and dP - delta = dO V^T - delta  [bq, bk]
-      s, dp = _scores_pair(qo.products(0, k_smem), qo.products(1, v_smem),
-                           s_init, dp_init, interpret)
+      if xchg is None:
+        s, dp = _scores(((qo.products(0, k_smem), s_init),
+                         (qo.products(1, v_smem), dp_init)), interpret)
+      elif w == 0:  # S here, dP - delta from consumer 1
+        (s,) = _scores(((qo.products(0, k_smem), s_init),), interpret)
+      else:  # dP - delta to consumer 0; dS back from it
+        (dp,) = _scores(((qo.products(1, v_smem), dp_init),), interpret)
+        sync.release(1, slot)  # V read
+        xchg.put(0, j == 0, dp)
+        (ds,) = xchg.take(1, interpret)
+        (dq,) = _accumulate((dq,), (lambda: (ds, qo.narrow(k_smem)),),
+                            interpret)
+        xchg.release(1)
+        sync.release(0, slot)  # K read
+        return dq
       sync.release(1, slot)  # V read
       x, th, lse2 = logits(s)
       if masked:
@@ -523,7 +630,11 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                                     kv_seg_ref, mask_ref)
         x = jnp.where(ok, x, masks.MASK_VALUE)
       p = jnp.exp2(x if lse2 is None else x - lse2)
+      if xchg is not None:
+        (dp,) = xchg.take(0, interpret)
       ds = _ds(p, dp, th).astype(dtype)
+      if xchg is not None:
+        xchg.put(1, j == 0, ds)
       # -- dQ += dS K  [bq, H] (split_head_dim: [bq, H / C])
       (dq,) = _accumulate((dq,), (lambda: (ds, qo.narrow(k_smem)),),
                           interpret)
@@ -533,7 +644,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     dq = fwd.run_steps(item, step, dq)
     # -- epilogue: Q is no longer read (every wgmma was awaited;
     # split_head_dim: by any consumer)
-    if cfg.split_head_dim:
+    if xchg is not None:
+      xchg.drain(1 - w)
       sync.consumers_meet()
     qo.store(0, dq * scale, dq_ref, dtype)
     plgpu.wait_smem_to_gmem(0, wait_read_only=True)
@@ -610,6 +722,8 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
           plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED),
           plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED)]
   operands = [q, k, v, do, lse2, delta, kv_table, *mask_t]
+  if cfg.split_head_dim:
+    smem.append(_Exchange.allocate((bk, bq), q.dtype, with_p=True))
   if not cfg.deterministic:  # dS^T tiles, dQ pieces, f32 dQ in HBM
     width = min(cfg.dq_cols, hp)
     smem += [plgpu.SMEM((c, bk, bq), q.dtype, transforms=_TILED),
@@ -646,7 +760,9 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
       consumers=c,
       smem=(*q_smem,
             plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED),
-            plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED)),
+            plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED),
+            *([_Exchange.allocate((bq, bk), q.dtype, with_p=False)]
+              if cfg.split_head_dim else [])),
       barriers=(*q_bars,
                 plgpu.Barrier(num_barriers=stages),
                 plgpu.Barrier(num_barriers=stages), *interp),

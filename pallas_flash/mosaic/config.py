@@ -246,6 +246,10 @@ class MosaicBackwardConfig:
     if self.split_head_dim and not self.deterministic:
       raise ValueError("split_head_dim=True needs deterministic=True (the "
                        "fused dQ kernel holds a whole row tile per consumer)")
+    if self.split_head_dim and self.num_stages > 3:
+      # backward._Exchange takes 4 more named barriers.
+      raise ValueError(f"num_stages={self.num_stages} must be <= 3 with "
+                       "split_head_dim=True")
     # The dQ kernel takes two named barriers per stage after the first 6
     # (forward._Sync): 16 per CTA allow 5 stages.
     if not (isinstance(self.num_stages, int) and 2 <= self.num_stages <= 5):
@@ -264,6 +268,11 @@ class MosaicBackwardConfig:
     dkdv = 2 * (self.row_tiles * self.block_kv_dkv + st * self.block_q_dkv)
     dq = 2 * (self.row_tiles * self.block_q_dq + st * self.block_kv_dq)
     smem = max(dkdv, dq) * head_dim * itemsize + 1024
+    if self.split_head_dim:  # the consumers' score-tile exchange
+      dkdv_tile = self.block_kv_dkv * self.block_q_dkv
+      dq_tile = self.block_q_dq * self.block_kv_dq
+      smem = max(dkdv * head_dim * itemsize + dkdv_tile * (4 + 2 * itemsize),
+                 dq * head_dim * itemsize + dq_tile * (4 + itemsize)) + 1024
     if not self.deterministic:  # dS^T tiles and f32 dQ pieces
       smem += c * self.block_q_dkv * (self.block_kv_dkv * itemsize
                                       + head_dim * 4)
@@ -285,8 +294,8 @@ class MosaicBackwardConfig:
       424 vs 429, 441 vs 450, 454 vs 451).
     * three stages: no gain (run 1; run 11 at d64: 320 vs 331, 297 vs 298).
     * head dims > 128: split_head_dim (the only register-feasible form),
-      64-row tiles everywhere: a 64 x 256 row tile per CTA, 2 stages, fills
-      192 of the 227 KiB of shared memory.
+      64-row tiles everywhere: a 64 x 256 row tile per CTA, 2 stages and the
+      exchange tiles fill 224 of the 227 KiB of shared memory.
     """
     del causal
     if head_dim <= 64:
