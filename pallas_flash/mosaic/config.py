@@ -295,7 +295,9 @@ class MosaicBackwardConfig:
     * three stages: no gain (run 1; run 11 at d64: 320 vs 331, 297 vs 298).
     * head dims > 128: split_head_dim (the only register-feasible form),
       64-row tiles everywhere: a 64 x 256 row tile per CTA, 2 stages and the
-      exchange tiles fill 224 of the 227 KiB of shared memory.
+      exchange tiles fill 224 of the 227 KiB of shared memory.  Run 14, d256
+      S1k / S4k: 293 / 334 non-causal, 241 / 320 causal (cuDNN 249 / 312,
+      196 / 311).  Not for d128 (run 15: 232 vs 423 at S4k N).
     """
     del causal
     if head_dim <= 64:
