@@ -500,14 +500,15 @@ def test_backward_lowers_for_cuda(monkeypatch, h, causal, config, extra):
 def test_public_path_lowers_for_cuda(monkeypatch, causal):
   """The whole default Hopper path, lowered for CUDA on any machine: dispatch
   (implementation=None), custom_vjp, the custom_partitioning of sharding.py,
-  the Mosaic forward and the Mosaic backward (GQA 4/2, d64 and d128)."""
+  the Mosaic forward and the Mosaic backward (GQA 4/2, d64, d128 and d256,
+  which takes the split_head_dim backward)."""
   import pallas_flash as pf
   from pallas_flash import api
   monkeypatch.setattr(api, "_on_gpu", lambda: True)
   monkeypatch.setattr(api, "_is_hopper", lambda: True)
   monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
   monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
-  for h in (64, 128):
+  for h in (64, 128, 256):
     q = jax.ShapeDtypeStruct((2, 1000, 4, h), jnp.bfloat16)
     kv = jax.ShapeDtypeStruct((2, 1000, 2, h), jnp.bfloat16)
     loss = lambda q, k, v: pf.flash_attention(
