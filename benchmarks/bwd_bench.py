@@ -2,7 +2,7 @@
 
 Each cell of the FlashAttention workload (B * T = 16384 tokens, hidden 2048,
 bf16) times, in one process on the same inputs and in interleaved bursts
-(``benchmarks.run.time_interleaved``), the forward alone and forward +
+(``benchmarks.timing.time_interleaved``), the forward alone and forward +
 backward of: ours (``implementation="mosaic"``: Mosaic forward and, for head
 dims <= 128, the Mosaic backward; plus each ``--variant`` of the backward
 config), ours with the Pallas-Triton kernels (``implementation="triton"``),
@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from benchmarks import mosaic_bench
 from benchmarks.mosaic_bench import cell_inputs, log, parse_variant, tokamax_fn
-from benchmarks.run import time_interleaved
+from benchmarks.timing import time_interleaved
 import pallas_flash as pf
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 

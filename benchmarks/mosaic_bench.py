@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from benchmarks import workloads
-from benchmarks.run import time_interleaved
+from benchmarks.timing import time_interleaved
 import pallas_flash as pf
 from pallas_flash import masks, reference
 from pallas_flash.mosaic import forward as mosaic_forward
@@ -142,7 +142,7 @@ def cell_calls(h, t, causal, b, variants, with_tokamax: bool, baselines=()):
 def bench(variants, with_tokamax: bool, baselines=(), head_dims=None,
           reps=15, min_ms=40.0):
   """Per cell: every implementation compiled and warmed, then timed in
-  interleaved bursts (benchmarks.run.time_interleaved), median of `reps`."""
+  interleaved bursts (benchmarks.timing.time_interleaved), median of `reps`."""
   rows = []
   # Bring the GPU to its running clocks before the first cell (the first cell
   # of a fresh process measured low for some implementations otherwise).

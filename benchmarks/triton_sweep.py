@@ -21,12 +21,12 @@ import jax
 import jax.numpy as jnp
 
 import pallas_flash as pf
-from benchmarks.run import time_calls
+from benchmarks.timing import time_calls
 from pallas_flash import TritonConfig
 
 
 def bench(fn, *args):
-  """Median seconds per call (bursts of back-to-back calls; see benchmarks.run)."""
+  """Median seconds per call (bursts of back-to-back calls; see benchmarks.timing)."""
   jax.block_until_ready(fn(*args))  # compile + warm up
   return time_calls(fn, args, reps=7, sample_s=0.025)[0]
 

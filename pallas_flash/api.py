@@ -78,8 +78,8 @@ def flash_attention(
     implementation: ``None`` picks the fastest path that supports the input
       on the current device (``"xla"`` on CPU); ``"triton"`` forces the
       Pallas-Triton kernels (Pallas interpret mode on a CPU-only machine);
-      ``"mosaic"`` the Hopper Mosaic GPU kernels (forward; backward for
-      head dim <= 128, else the Pallas-Triton backward); ``"xla"`` the
+      ``"mosaic"`` the Hopper Mosaic GPU kernels (forward and backward;
+      the Pallas-Triton ones where they cannot take the input); ``"xla"`` the
       float32 reference.
     return_residual: also return the log-sum-exp ``[B, T, N]`` (float32,
       under ``stop_gradient`` as in jax.nn).

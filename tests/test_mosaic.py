@@ -189,9 +189,9 @@ def test_deterministic():
   np.testing.assert_array_equal(np.asarray(a[1]), np.asarray(b[1]))
 
 
-def _params(**kw):
+def _params(config=None, **kw):
   return KernelParams(spec=masks.MaskSpec(**kw), scale=0.1, forward="mosaic",
-                      interpret=INTERPRET)
+                      config=config, interpret=INTERPRET)
 
 
 def test_unsupported_raise_not_implemented():
@@ -351,6 +351,12 @@ BACKWARD = [
     B("bwd wide tiles, 3 stages, ascending", t=300, s=333, causal=True,
       config=MosaicBackwardConfig(block_q_dkv=128, block_kv_dq=128,
                                   num_stages=3, masked_first=False)),
+    # split_head_dim: the consumers share one row tile, each its columns.
+    B("bwd d256 (split head dim) gqa causal ragged", n=2, k=1, h=256, t=130,
+      s=100, causal=True, bottom_right=True),
+    B("bwd d128 split head dim, segments, lengths", b=2, h=128, t=128, s=128,
+      segments=True, q_lengths=(128, 0), kv_lengths=(128, 70),
+      config=MosaicBackwardConfig(split_head_dim=True)),
 ]
 
 SLOW_BACKWARD = [
@@ -371,6 +377,12 @@ SLOW_BACKWARD = [
     B("bwd dense mask S1k", b=2, t=1000, s=1024, n=2, k=2, h=128,
       dense_mask="full_empty_row"),
     B("bwd head dim 80 (padded)", t=200, s=200, n=2, k=2, h=80),
+    B("bwd d256 S1k causal gqa", b=2, t=1024, s=1024, n=4, k=2, h=256,
+      causal=True),
+    B("bwd d256 ragged window soft-cap", t=1000, s=777, n=2, k=2, h=256,
+      window=(300, 50), soft_cap=20.0),
+    B("bwd head dim 160 (padded to 256) dense mask", b=2, t=300, s=400, n=2,
+      k=1, h=160, dense_mask="full_empty_row"),
     B("bwd wide tiles S1k d64", t=1024, s=1024, n=4, k=2, causal=True,
       config=MosaicBackwardConfig(block_q_dkv=128, block_kv_dq=128,
                                   num_stages=3)),
@@ -430,10 +442,12 @@ def test_backward_deterministic_and_zero_on_fully_masked_rows():
   assert (dq[1] == 0).all() and (dq[0, 3] == 0).all()
 
 
-def test_backward_head_dim_256_falls_back_to_triton():
+def test_backward_head_dim_256_needs_split_head_dim():
   q = jnp.zeros((1, 128, 1, 256), jnp.bfloat16)
-  with pytest.raises(NotImplementedError, match="head_dim <= 128"):
-    mosaic_backward.check_supported(_params(), q, q, q)
+  mosaic_backward.check_supported(_params(), q, q, q)  # the default splits
+  no_split = MosaicConfig(block_kv=64, backward=MosaicBackwardConfig())
+  with pytest.raises(NotImplementedError, match="split_head_dim=True"):
+    mosaic_backward.check_supported(_params(config=no_split), q, q, q)
 
 
 def test_bad_backward_config():
@@ -443,7 +457,9 @@ def test_bad_backward_config():
     MosaicBackwardConfig(block_q_dkv=96)
   with pytest.raises(ValueError, match="num_stages"):
     MosaicBackwardConfig(num_stages=1)
-  for h in (64, 128):
+  with pytest.raises(ValueError, match="split_head_dim"):
+    MosaicBackwardConfig(split_head_dim=True, deterministic=False)
+  for h in (64, 128, 256):
     for causal in (False, True):
       cfg = MosaicBackwardConfig.default(h, causal)
       assert cfg.smem_bytes(h) <= 227 * 1024, (h, causal, cfg)
@@ -459,6 +475,9 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (64, True, MosaicBackwardConfig(deterministic=False), None),
     (128, False, MosaicBackwardConfig(deterministic=False), "segments"),
     (128, True, MosaicBackwardConfig(deterministic=False, dq_cols=128), None),
+    (256, False, None, None),
+    (256, True, None, "segments"),
+    (128, True, MosaicBackwardConfig(split_head_dim=True), "dense mask"),
 ]
 
 
@@ -481,14 +500,15 @@ def test_backward_lowers_for_cuda(monkeypatch, h, causal, config, extra):
 def test_public_path_lowers_for_cuda(monkeypatch, causal):
   """The whole default Hopper path, lowered for CUDA on any machine: dispatch
   (implementation=None), custom_vjp, the custom_partitioning of sharding.py,
-  the Mosaic forward and the Mosaic backward (GQA 4/2, d64 and d128)."""
+  the Mosaic forward and the Mosaic backward (GQA 4/2, d64, d128 and d256,
+  which takes the split_head_dim backward)."""
   import pallas_flash as pf
   from pallas_flash import api
   monkeypatch.setattr(api, "_on_gpu", lambda: True)
   monkeypatch.setattr(api, "_is_hopper", lambda: True)
   monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
   monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
-  for h in (64, 128):
+  for h in (64, 128, 256):
     q = jax.ShapeDtypeStruct((2, 1000, 4, h), jnp.bfloat16)
     kv = jax.ShapeDtypeStruct((2, 1000, 2, h), jnp.bfloat16)
     loss = lambda q, k, v: pf.flash_attention(

@@ -62,18 +62,22 @@ def _config(params: KernelParams, q) -> tuple[int, MosaicBackwardConfig]:
   hp = fwd._round_up(q.shape[-1], 64)
   cfg = params.config.backward if isinstance(params.config,
                                              MosaicConfig) else None
-  return hp, cfg or MosaicBackwardConfig.default(hp, params.spec.is_causal)
+  cfg = cfg or MosaicBackwardConfig.default(hp, params.spec.is_causal)
+  if cfg.split_head_dim:  # each consumer's share of columns: 64s
+    hp = fwd._round_up(hp, 64 * cfg.consumers)
+  return hp, cfg
 
 
 def check_supported(params: KernelParams, q, k, v) -> None:
   """Raises NotImplementedError for valid input this backward cannot take."""
   fwd.check_supported(params, q, k, v)  # dtype, device, config type
   hp, cfg = _config(params, q)
-  if hp > 128:
-    # dK and dV accumulators of [64, 256] f32 take 256 registers per thread.
+  if hp > 128 and not cfg.split_head_dim:
+    # dK and dV accumulators of [64, hp] f32 take hp registers per thread.
     raise NotImplementedError(
-        f"mosaic backward takes head_dim <= 128, got {q.shape[-1]} (the "
-        "dispatcher falls back to the triton backward)")
+        f"mosaic backward takes head_dim={q.shape[-1]} > 128 only with "
+        "MosaicBackwardConfig(split_head_dim=True) (the dispatcher falls "
+        "back to the triton backward)")
   if params.interpret and not cfg.deterministic:
     raise NotImplementedError(
         "MosaicBackwardConfig(deterministic=False) adds dQ with TMA "
@@ -88,28 +92,29 @@ def check_supported(params: KernelParams, q, k, v) -> None:
 # --------------------------------------------------------------------------
 
 
-def _scores_pair(a1, b1, a2, b2, init1, init2, interpret: bool):
-  """(init1 + a1 @ b1, init2 + a2 @ b2) in f32, the operands in shared
-  memory, the two wgmmas issued back to back and awaited once.  The inits
-  fold the softmax's row terms into the accumulators (``_row_terms``)."""
-  if interpret:  # no pl.run_state accumulators in GPU interpret mode
-    def body(r1, r2):
-      plgpu.wgmma(r1, a1, b1)
-      plgpu.wgmma(r2, a2, b2)
-      return r1[...], r2[...]
-    s1, s2 = pl.run_scoped(body, plgpu.ACC(init1.shape, jnp.float32),
-                           plgpu.ACC(init2.shape, jnp.float32))
-    return s1 + init1, s2 + init2
+def _scores(terms, interpret: bool):
+  """(init + sum of a @ b over products for each (products, init) in terms)
+  in f32, the (a, b) operands in shared memory (``_RowTile.products``), the
+  wgmmas issued back to back and awaited once.  The inits fold the
+  softmax's row terms into the accumulators (``_row_terms``)."""
+  def issue(refs):
+    for ref, (products, _) in zip(refs, terms):
+      for a, b in products:
+        plgpu.wgmma(ref, a, b)
 
-  def body(refs):
-    plgpu.wgmma(refs[0], a1, b1)
-    plgpu.wgmma(refs[1], a2, b2)
-  return pl.run_state(body)((plgpu.ACC.init(init1), plgpu.ACC.init(init2)))
+  if interpret:  # no pl.run_state accumulators in GPU interpret mode
+    def body(*refs):
+      issue(refs)
+      return tuple(ref[...] for ref in refs)
+    outs = pl.run_scoped(body, *(plgpu.ACC(init.shape, jnp.float32)
+                                 for _, init in terms))
+    return tuple(out + init for out, (_, init) in zip(outs, terms))
+  return pl.run_state(issue)(tuple(plgpu.ACC.init(init) for _, init in terms))
 
 
 def _row_terms(lse2, delta, shape, dim: int, scale: float,
                cap: float | None):
-  """Accumulator inits for S and dP (``_scores_pair``) and a function of the
+  """Accumulator inits for S and dP (``_scores``) and a function of the
   S accumulator -> (base-2 logits, tanh of the soft-cap or None,
   the lse2 still to subtract or None).
 
@@ -169,6 +174,144 @@ def _ds(p, dp_minus_delta, th):
   return ds
 
 
+class _RowTile:
+  """The rows a CTA keeps for its whole life (dK/dV kernel: K and V; dQ
+  kernel: Q and dO), as consumer ``w`` sees them.
+
+  Without ``split_head_dim``: consumer w's own [block, H] tile, one of a
+  [C, block, H] array (w traced).  With it: one [block, H] tile shared by
+  all consumers, held as C column blocks [block, H / C] (separate
+  allocations, w static); consumer w loads block w, reads all of them in
+  the score GEMMs, and owns columns w * H / C .. of the gradients.
+  """
+
+  def __init__(self, cfg: MosaicBackwardConfig, w, smems, bars, rows):
+    self.split = cfg.split_head_dim
+    self.rows = rows  # HBM index (b, rows, head) of the tile
+    if self.split:
+      self.width = smems[0][0].shape[-1]
+      self.cols = pl.ds(w * self.width, self.width)
+      self.smems = [blocks[w] for blocks in smems]
+      self.all = [list(zip(blocks, bars[i])) for i, blocks in
+                  enumerate(smems)]
+    else:
+      self.width, self.cols = smems[0].shape[-1], None
+      self.smems = [ref.at[w] for ref in smems]
+      self.all = [[(ref.at[w], bar.at[w])] for ref, bar in zip(smems, bars)]
+    self._own_bars = ([bars_i[w] for bars_i in bars] if self.split else
+                      [bar.at[w] for bar in bars])
+
+  @staticmethod
+  def allocate(cfg: MosaicBackwardConfig, rows: int, head_dim: int, dtype):
+    """(smem, barriers) for ``pl.run_scoped``: two arrays of row tiles."""
+    c = cfg.consumers
+    if cfg.split_head_dim:
+      smem = tuple(plgpu.SMEM((rows, head_dim // c), dtype, transforms=_TILED)
+                   for _ in range(c))
+      bars = tuple(plgpu.Barrier() for _ in range(c))
+    else:
+      smem = plgpu.SMEM((c, rows, head_dim), dtype, transforms=_TILED)
+      bars = plgpu.Barrier(num_barriers=c)
+    return (smem, smem), (bars, bars)
+
+  def narrow(self, x):
+    """x: a [rows, H] ring tile or an HBM index tuple, narrowed to this
+    consumer's gradient columns."""
+    if self.cols is None:
+      return x
+    return (*x, self.cols) if isinstance(x, tuple) else x.at[:, self.cols]
+
+  def load(self, *srcs):
+    """TMA copies of this consumer's part of each array from HBM."""
+    for src, dst, bar in zip(srcs, self.smems, self._own_bars):
+      plgpu.copy_gmem_to_smem(src.at[self.narrow(self.rows)], dst, bar)
+
+  def wait(self):
+    for tile in self.all:
+      for _, bar in tile:
+        plgpu.barrier_wait(bar)
+
+  def products(self, i: int, ring_tile):
+    """(A, B) operands of (row tile i) @ ring_tile^T, summed over column
+    blocks: the score GEMMs S^T = K Q^T, dP^T = V dO^T or S = Q K^T,
+    dP = dO V^T."""
+    out = []
+    for block, _ in self.all[i]:
+      b_op = ring_tile if not self.split else ring_tile.at[
+          :, pl.ds(len(out) * self.width, self.width)]
+      out.append((block, b_op.transpose((1, 0))))
+    return out
+
+  def store(self, i: int, acc, dst, dtype):
+    """Gradient columns acc -> this consumer's smem part of array i (no
+    wgmma reads it any more) -> HBM ``dst`` at the tile's rows."""
+    _store_rows(acc, self.smems[i], dst.at[self.narrow(self.rows)], dtype)
+
+
+class _Exchange:
+  """Score tiles passed between the two consumers of a ``split_head_dim``
+  CTA, so that each score GEMM runs once: consumer 1 computes dP - delta and
+  hands it to consumer 0 (direction 0); consumer 0 computes S, P and dS
+  (Alg. 2 lines 9-14) and hands dS, and in the dK/dV kernel P, back
+  (direction 1) as wgmma A operands.  Each consumer then accumulates its
+  own columns of the gradients.  One shared-memory buffer set per
+  direction, each guarded by a "full" and a "free" barrier (GPU: named
+  barriers of the two consumers' 256 threads; interpret: mbarriers).
+  """
+
+  def __init__(self, bufs, cfg: MosaicBackwardConfig, mbarriers, steps):
+    self.bufs = bufs  # ((dp f32,), (p?, ds)) [rows, cols] tiles
+    # The named barriers after forward._Sync's (config: num_stages <= 3).
+    self.first_id = fwd._BAR_TURN + cfg.consumers + 2 * cfg.num_stages
+    self.mbarriers, self.steps = mbarriers, steps
+
+  @staticmethod
+  def allocate(shape, dtype, with_p: bool):
+    f32 = plgpu.SMEM(shape, jnp.float32, transforms=(
+        plgpu.TilingTransform((8, 32)), plgpu.SwizzleTransform(128)))
+    back = plgpu.SMEM(shape, dtype, transforms=_TILED)
+    return ((f32,), (back, back) if with_p else (back,))
+
+  def _barrier(self, op: str, d: int, full: bool):
+    i = 2 * d + (0 if full else 1)
+    if self.mbarriers is None:
+      fwd._named_barrier("arrive" if op == "arrive" else "sync",
+                         self.first_id + i, 2 * fwd._WG_THREADS)
+    elif op == "arrive":
+      plgpu.barrier_arrive(self.mbarriers.at[i])
+    else:
+      plgpu.barrier_wait(self.mbarriers.at[i])
+
+  def put(self, d: int, first, *values):
+    """Writer: wait until the reader took the previous tiles (unless this is
+    the ``first`` step), store these."""
+    pl.when(jnp.logical_not(first))(
+        lambda: self._barrier("wait", d, full=False))
+    for ref, value in zip(self.bufs[d], values):
+      ref[...] = value
+    if d == 1:  # read by wgmma: the async proxy must see the stores
+      plgpu.commit_smem()
+    self._barrier("arrive", d, full=True)
+
+  def take(self, d: int, interpret: bool):
+    """Reader: wait for the tiles; direction 0 gives values (free at once),
+    direction 1 the shared-memory refs (``release`` once read)."""
+    self._barrier("wait", d, full=True)
+    if d == 0:
+      values = [plgpu.load(ref, layout=_WGMMA) for ref in self.bufs[d]]
+      self.release(d)
+      return values
+    return [ref[...] for ref in self.bufs[d]] if interpret else self.bufs[d]
+
+  def release(self, d: int):
+    self._barrier("arrive", d, full=False)
+
+  def drain(self, d: int):
+    """Writer, after its last step: take the reader's last release, so no
+    barrier is left mid-phase when the CTA exits."""
+    pl.when(self.steps > 0)(lambda: self._barrier("wait", d, full=False))
+
+
 def _store_rows(acc, smem, dst, dtype):
   """acc -> shared memory (a tile no wgmma reads any more) -> HBM by TMA."""
   smem[...] = acc.astype(dtype)
@@ -197,19 +340,40 @@ def _launch(kernel, name, operands, out_type, order, consumers: int,
   )(*operands)
 
 
-def _by_role(is_producer, producer, consumer):
+def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer):
   """The warpgroup roles as the two branches of one if/else, the form ptxas
   documents for ``setmaxnreg`` (the consumers' code is register-allocated
   for 232 registers, the producer's for 40; ptxas's report shows the
-  entry's 65536 / 384 = 168)."""
-  lax.cond(is_producer, producer, consumer)
+  entry's 65536 / 384 = 168).  ``consumer(w)`` gets the traced warpgroup
+  index, or with ``split_head_dim`` a static one (one branch each)."""
+  c = cfg.consumers
+
+  def consumers():
+    plgpu.set_max_registers(fwd._REGISTERS[c][0], action="increase")
+    if not cfg.split_head_dim:
+      return consumer(wg)
+
+    def branch(w):
+      if w == c - 1:
+        return consumer(w)
+      lax.cond(wg == w, lambda: consumer(w), lambda: branch(w + 1))
+    branch(0)
+
+  def producers():
+    plgpu.set_max_registers(fwd._REGISTERS[c][1], action="decrease")
+    producer()
+
+  lax.cond(wg == c, producers, consumers)
 
 
-def _interpret_barriers(consumers: int, num_stages: int):
-  """Stand-ins for the named barriers of ``forward._Sync``."""
+def _interpret_barriers(consumers: int, num_stages: int, split: bool):
+  """Stand-ins for the named barriers of ``forward._Sync`` (and, with
+  split_head_dim, of ``_Exchange``)."""
+  meet = ((plgpu.Barrier(num_arrivals=consumers),
+           plgpu.Barrier(num_barriers=4)) if split else ())
   return (plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),
           plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),
-          plgpu.Barrier(num_barriers=consumers))
+          plgpu.Barrier(num_barriers=consumers), *meet)
 
 
 # --------------------------------------------------------------------------
@@ -235,7 +399,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   fused = not cfg.deterministic  # dQ by TMA reduce-add into refs[0] (f32)
   dq_acc_ref = refs.pop(0) if fused else None
   dk_ref, dv_ref, smem, barriers = refs
-  k_smems, v_smems, q_smems, do_smems, *fused_smem = smem
+  k_smems, v_smems, q_smems, do_smems, *extra_smem = smem
   k_bars, v_bars, q_bars, do_bars, *interpret_bars = barriers
   dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
   c, stages = cfg.consumers, cfg.num_stages
@@ -246,22 +410,25 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   item = fwd._Item(b, kvh, kt, tiles_ref, cfg.masked_first, lengths=True)
   n_steps = item.n_steps  # query tiles per query head
 
-  def _consumer():
-    plgpu.set_max_registers(fwd._REGISTERS[c][0], action="increase")
-    kv_base = kt * (c * bk) + wg * bk
-    kv_rows = (b, pl.ds(kv_base, bk), kvh)
-    k_smem, v_smem = k_smems.at[wg], v_smems.at[wg]
-    plgpu.copy_gmem_to_smem(k_ref.at[kv_rows], k_smem, k_bars.at[wg])
-    plgpu.copy_gmem_to_smem(v_ref.at[kv_rows], v_smem, v_bars.at[wg])
+  def _consumer(w):
+    kv_base = kt * (cfg.row_tiles * bk) + (0 if cfg.split_head_dim else
+                                           w * bk)
+    kv = _RowTile(cfg, w, (k_smems, v_smems), (k_bars, v_bars),
+                  (b, pl.ds(kv_base, bk), kvh))
+    kv.load(k_ref, v_ref)
     if spec.has_segments:
       kv_seg = segment_ids(kv_seg_ref, b, pl.ds(kv_base, bk), (bk, bq), 0)
-    zeros = plgpu.layout_cast(jnp.zeros((bk, head_dim), jnp.float32), _WGMMA)
+    zeros = plgpu.layout_cast(jnp.zeros((bk, kv.width), jnp.float32), _WGMMA)
+    xchg = None
+    if cfg.split_head_dim:
+      xchg = _Exchange(extra_smem[0], cfg,
+                       interpret_bars[4] if interpret else None,
+                       group * n_steps)
     if fused:
-      ds_smem, dq_smem = fused_smem[0].at[wg], fused_smem[1].at[wg]
-      width = min(cfg.dq_cols, head_dim)
-      pieces = head_dim // width
-    plgpu.barrier_wait(k_bars.at[wg])
-    plgpu.barrier_wait(v_bars.at[wg])
+      ds_smem, dq_smem = extra_smem[0].at[w], extra_smem[1].at[w]
+      dq_width = min(cfg.dq_cols, head_dim)
+      pieces = head_dim // dq_width
+    kv.wait()
 
     def iota(dim):
       return plgpu.broadcasted_iota(jnp.int32, (bk, bq), dim, layout=_WGMMA)
@@ -281,9 +448,22 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       # -- S^T = K Q^T and dP^T - delta = V dO^T - delta  [bk, bq]
       s_init, dp_init, logits = _row_terms(lse2, delta, (bk, bq), 1, scale,
                                            cap)
-      s, dp = _scores_pair(k_smem, q_smem.transpose((1, 0)), v_smem,
-                           do_smem.transpose((1, 0)), s_init, dp_init,
-                           interpret)
+      first = None if xchg is None else g * n_steps + j == 0
+      if xchg is None:
+        s, dp = _scores(((kv.products(0, q_smem), s_init),
+                         (kv.products(1, do_smem), dp_init)), interpret)
+      elif w == 0:  # S^T here, dP^T - delta from consumer 1
+        (s,) = _scores(((kv.products(0, q_smem), s_init),), interpret)
+      else:  # dP^T - delta to consumer 0; P^T and dS^T back from it
+        (dp,) = _scores(((kv.products(1, do_smem), dp_init),), interpret)
+        xchg.put(0, first, dp)
+        p, ds = xchg.take(1, interpret)
+        dv, dk = _accumulate((dv, dk), (lambda: (p, kv.narrow(do_smem)),
+                                        lambda: (ds, kv.narrow(q_smem))),
+                             interpret)
+        xchg.release(1)
+        sync.release(0, slot)
+        return dk, dv
       x, th, lse2 = logits(s)
       if masked:
         segs = dense = None
@@ -304,26 +484,35 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         if fused:  # dS^T for the dQ GEMM's transposed A operand
           ds_smem[...] = ds
           plgpu.commit_smem()
-        return ds, q_smem
+        return ds, kv.narrow(q_smem)
 
-      # -- dV += P^T dO, dK += dS^T Q  [bk, H]
-      dv, dk = _accumulate((dv, dk), (lambda: (p.astype(dtype), do_smem),
-                                      ds_t), interpret)
+      products = (lambda: (p.astype(dtype), kv.narrow(do_smem)), ds_t)
+      if xchg is not None:
+        (dp,) = xchg.take(0, interpret)
+        p, ds = p.astype(dtype), _ds(p, dp, th).astype(dtype)
+        xchg.put(1, first, p, ds)
+        products = (lambda: (p, kv.narrow(do_smem)),
+                    lambda: (ds, kv.narrow(q_smem)))
+      # -- dV += P^T dO, dK += dS^T Q  [bk, H] (split_head_dim: [bk, H / C])
+      dv, dk = _accumulate((dv, dk), products, interpret)
       sync.release(0, slot)  # the Q and dO slot may be refilled
       if fused:  # -- dQ[q rows] += dS K_c  [bq, H], dq_cols at a time
         for d in range(pieces):
-          cols = pl.ds(d * width, width)
+          dq_cols = pl.ds(d * dq_width, dq_width)
 
           def dq_piece(acc_ref):
-            plgpu.wgmma(acc_ref, ds_smem.transpose((1, 0)), k_smem.at[:, cols])
+            plgpu.wgmma(acc_ref, ds_smem.transpose((1, 0)),
+                        kv.smems[0].at[:, dq_cols])
             return acc_ref[...]
-          part = pl.run_scoped(dq_piece, plgpu.ACC((bq, width), jnp.float32))
+          part = pl.run_scoped(dq_piece,
+                               plgpu.ACC((bq, dq_width), jnp.float32))
           # The slot's previous reduce (one step ago) has read it.
           plgpu.wait_smem_to_gmem(pieces - 1, wait_read_only=True)
           dq_slot = dq_smem.at[d]
           dq_slot[...] = part
           plgpu.commit_smem()
-          plgpu.copy_smem_to_gmem(dq_slot, dq_acc_ref.at[b, q_rows, n, cols],
+          plgpu.copy_smem_to_gmem(dq_slot,
+                                  dq_acc_ref.at[b, q_rows, n, dq_cols],
                                   reduction_op="add")
       return dk, dv
 
@@ -335,13 +524,16 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       dk, dv = head(0, carry)
     else:
       dk, dv = lax.fori_loop(0, group, head, carry)
-    # -- epilogue: K and V are no longer read (every wgmma was awaited)
-    _store_rows(dk * scale, k_smem, dk_ref.at[kv_rows], dtype)
-    _store_rows(dv, v_smem, dv_ref.at[kv_rows], dtype)
+    # -- epilogue: K and V are no longer read (every wgmma was awaited;
+    # split_head_dim: by any consumer)
+    if xchg is not None:
+      xchg.drain(1 - w)
+      sync.consumers_meet()
+    kv.store(0, dk * scale, dk_ref, dtype)
+    kv.store(1, dv, dv_ref, dtype)
     plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
   def _producer():
-    plgpu.set_max_registers(fwd._REGISTERS[c][1], action="decrease")
     total = group * n_steps
 
     @pl.loop(0, total)
@@ -361,7 +553,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     def _(i):
       sync.await_release(0, lax.rem(i, stages))
 
-  _by_role(wg == c, _producer, _consumer)
+  _by_role(wg, cfg, _producer, _consumer)
 
 
 # --------------------------------------------------------------------------
@@ -377,7 +569,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   kv tiles of the tile table (causal: launched longest first)."""
   q_seg_ref, kv_seg_ref, mask_ref, (dq_ref, smem, barriers) = (
       fwd.mask_refs(spec, refs))
-  q_smems, do_smems, k_smems, v_smems = smem
+  q_smems, do_smems, k_smems, v_smems, *xchg_smem = smem
   q_bars, do_bars, k_bars, v_bars, *interpret_bars = barriers
   dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
   c, stages = cfg.consumers, cfg.num_stages
@@ -389,22 +581,24 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   sync = fwd._Sync(wg, c, stages, interpret_bars if interpret else None)
   item = fwd._Item(b, n, qt, tiles_ref, cfg.masked_first, lengths=True)
 
-  def _consumer():
-    plgpu.set_max_registers(fwd._REGISTERS[c][0], action="increase")
-    q_base = qt * (c * bq) + wg * bq
-    q_rows = (b, pl.ds(q_base, bq), n)
-    q_smem, do_smem = q_smems.at[wg], do_smems.at[wg]
-    plgpu.copy_gmem_to_smem(q_ref.at[q_rows], q_smem, q_bars.at[wg])
-    plgpu.copy_gmem_to_smem(do_ref.at[q_rows], do_smem, do_bars.at[wg])
+  def _consumer(w):
+    q_base = qt * (cfg.row_tiles * bq) + (0 if cfg.split_head_dim else
+                                          w * bq)
+    qo = _RowTile(cfg, w, (q_smems, do_smems), (q_bars, do_bars),
+                  (b, pl.ds(q_base, bq), n))
+    qo.load(q_ref, do_ref)
     row_vec = lambda ref: plgpu.load(ref.at[b, n, pl.ds(q_base, bq)],
                                      layout=_ROW, optimized=False)
     s_init, dp_init, logits = _row_terms(row_vec(lse_ref), row_vec(delta_ref),
                                          (bq, bk), 0, scale, cap)
     if spec.has_segments:
       q_seg = segment_ids(q_seg_ref, b, pl.ds(q_base, bq), (bq, bk), 0)
-    dq = plgpu.layout_cast(jnp.zeros((bq, head_dim), jnp.float32), _WGMMA)
-    plgpu.barrier_wait(q_bars.at[wg])
-    plgpu.barrier_wait(do_bars.at[wg])
+    dq = plgpu.layout_cast(jnp.zeros((bq, qo.width), jnp.float32), _WGMMA)
+    xchg = None
+    if cfg.split_head_dim:
+      xchg = _Exchange(xchg_smem[0], cfg,
+                       interpret_bars[4] if interpret else None, item.n_steps)
+    qo.wait()
 
     def step(j, dq, *, masked: bool):
       slot = lax.rem(j, stages)
@@ -413,9 +607,21 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       plgpu.barrier_wait(k_bars.at[slot])
       plgpu.barrier_wait(v_bars.at[slot])
       # -- S = Q K^T and dP - delta = dO V^T - delta  [bq, bk]
-      s, dp = _scores_pair(q_smem, k_smem.transpose((1, 0)), do_smem,
-                           v_smem.transpose((1, 0)), s_init, dp_init,
-                           interpret)
+      if xchg is None:
+        s, dp = _scores(((qo.products(0, k_smem), s_init),
+                         (qo.products(1, v_smem), dp_init)), interpret)
+      elif w == 0:  # S here, dP - delta from consumer 1
+        (s,) = _scores(((qo.products(0, k_smem), s_init),), interpret)
+      else:  # dP - delta to consumer 0; dS back from it
+        (dp,) = _scores(((qo.products(1, v_smem), dp_init),), interpret)
+        sync.release(1, slot)  # V read
+        xchg.put(0, j == 0, dp)
+        (ds,) = xchg.take(1, interpret)
+        (dq,) = _accumulate((dq,), (lambda: (ds, qo.narrow(k_smem)),),
+                            interpret)
+        xchg.release(1)
+        sync.release(0, slot)  # K read
+        return dq
       sync.release(1, slot)  # V read
       x, th, lse2 = logits(s)
       if masked:
@@ -424,19 +630,27 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                                     kv_seg_ref, mask_ref)
         x = jnp.where(ok, x, masks.MASK_VALUE)
       p = jnp.exp2(x if lse2 is None else x - lse2)
+      if xchg is not None:
+        (dp,) = xchg.take(0, interpret)
       ds = _ds(p, dp, th).astype(dtype)
-      # -- dQ += dS K  [bq, H]
-      (dq,) = _accumulate((dq,), (lambda: (ds, k_smem),), interpret)
+      if xchg is not None:
+        xchg.put(1, j == 0, ds)
+      # -- dQ += dS K  [bq, H] (split_head_dim: [bq, H / C])
+      (dq,) = _accumulate((dq,), (lambda: (ds, qo.narrow(k_smem)),),
+                          interpret)
       sync.release(0, slot)  # K read
       return dq
 
     dq = fwd.run_steps(item, step, dq)
-    # -- epilogue: Q is no longer read (every wgmma was awaited)
-    _store_rows(dq * scale, q_smem, dq_ref.at[q_rows], dtype)
+    # -- epilogue: Q is no longer read (every wgmma was awaited;
+    # split_head_dim: by any consumer)
+    if xchg is not None:
+      xchg.drain(1 - w)
+      sync.consumers_meet()
+    qo.store(0, dq * scale, dq_ref, dtype)
     plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
   def _producer():
-    plgpu.set_max_registers(fwd._REGISTERS[c][1], action="decrease")
     fwd.load_kv_tiles(item, group, bk, stages, sync, (k_ref, v_ref),
                       (k_smems, v_smems), (k_bars, v_bars))
 
@@ -446,7 +660,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       sync.await_release(0, slot)
       sync.await_release(1, slot)
 
-  _by_role(wg == c, _producer, _consumer)
+  _by_role(wg, cfg, _producer, _consumer)
 
 
 # --------------------------------------------------------------------------
@@ -464,7 +678,8 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   group = n // kh
   hp, cfg = _config(params, q)
   c = cfg.consumers
-  rows_q, rows_kv = c * cfg.block_q_dq, c * cfg.block_kv_dkv
+  rows_q = cfg.row_tiles * cfg.block_q_dq
+  rows_kv = cfg.row_tiles * cfg.block_kv_dkv
   tp = fwd._round_up(t, math.lcm(rows_q, cfg.block_q_dkv))
   sp = fwd._round_up(s, math.lcm(rows_kv, cfg.block_kv_dq))
 
@@ -493,7 +708,8 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   common = dict(spec=spec, scale=float(params.scale), cap=cap, cfg=cfg,
                 group=group, interpret=params.interpret)
   stages = cfg.num_stages
-  interp = _interpret_barriers(c, stages) if params.interpret else ()
+  interp = (_interpret_barriers(c, stages, cfg.split_head_dim)
+            if params.interpret else ())
 
   # dK, dV: kv tiles of a kv head launched together, ascending (causal: the
   # first kv tiles are seen by the most query rows: longest first).
@@ -501,11 +717,13 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   kv_table = table(kv_tiles, tp // cfg.block_q_dkv, rows_kv,
                    cfg.block_q_dkv, kv_major=True)
   bq, bk = cfg.block_q_dkv, cfg.block_kv_dkv
-  smem = [plgpu.SMEM((c, bk, hp), k.dtype, transforms=_TILED),
-          plgpu.SMEM((c, bk, hp), k.dtype, transforms=_TILED),
+  kv_smem, kv_bars = _RowTile.allocate(cfg, bk, hp, k.dtype)
+  smem = [*kv_smem,
           plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED),
           plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED)]
   operands = [q, k, v, do, lse2, delta, kv_table, *mask_t]
+  if cfg.split_head_dim:
+    smem.append(_Exchange.allocate((bk, bq), q.dtype, with_p=True))
   if not cfg.deterministic:  # dS^T tiles, dQ pieces, f32 dQ in HBM
     width = min(cfg.dq_cols, hp)
     smem += [plgpu.SMEM((c, bk, bq), q.dtype, transforms=_TILED),
@@ -520,8 +738,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
       out_type=(jax.ShapeDtypeStruct((b, sp, kh, hp), k.dtype),) * 2,
       order=(("heads", kh), ("kv_tiles", kv_tiles), ("batch", b)),
       consumers=c, smem=tuple(smem),
-      barriers=(plgpu.Barrier(num_barriers=c),
-                plgpu.Barrier(num_barriers=c),
+      barriers=(*kv_bars,
                 plgpu.Barrier(num_barriers=stages),
                 plgpu.Barrier(num_barriers=stages), *interp),
       interpret=params.interpret)
@@ -533,6 +750,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   q_tiles = tp // rows_q
   q_table = table(q_tiles, sp // cfg.block_kv_dq, rows_q, cfg.block_kv_dq)
   bq, bk = cfg.block_q_dq, cfg.block_kv_dq
+  q_smem, q_bars = _RowTile.allocate(cfg, bq, hp, q.dtype)
   dq = _launch(
       functools.partial(_dq_kernel, num_q_tiles=q_tiles, **common),
       "pallas_flash_mosaic_dq",
@@ -540,12 +758,12 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
       out_type=jax.ShapeDtypeStruct((b, tp, n, hp), q.dtype),
       order=(("heads", n), ("q_tiles", q_tiles), ("batch", b)),
       consumers=c,
-      smem=(plgpu.SMEM((c, bq, hp), q.dtype, transforms=_TILED),
-            plgpu.SMEM((c, bq, hp), q.dtype, transforms=_TILED),
+      smem=(*q_smem,
             plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED),
-            plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED)),
-      barriers=(plgpu.Barrier(num_barriers=c),
-                plgpu.Barrier(num_barriers=c),
+            plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED),
+            *([_Exchange.allocate((bq, bk), q.dtype, with_p=False)]
+              if cfg.split_head_dim else [])),
+      barriers=(*q_bars,
                 plgpu.Barrier(num_barriers=stages),
                 plgpu.Barrier(num_barriers=stages), *interp),
       interpret=params.interpret)

@@ -214,6 +214,11 @@ class MosaicBackwardConfig:
       FA3's backward), in an order that varies run to run.
     dq_cols: with deterministic=False, the columns of dQ per wgmma and TMA
       reduce-add (64 or 128; capped at the head dim).
+    split_head_dim: the consumers of a CTA share one row tile (dK/dV: of K
+      and V; dQ: of Q and dO) and each accumulates 1 / consumers of the head
+      dim's columns, recomputing the score tiles (FA3's d256 answer to
+      registers: dK + dV of [64, 256] f32 alone would take 256 per thread).
+      The default from head dim 129 on, which it pads to a multiple of 128.
   """
 
   block_kv_dkv: int = 64
@@ -225,6 +230,7 @@ class MosaicBackwardConfig:
   masked_first: bool = True
   deterministic: bool = True
   dq_cols: int = 64
+  split_head_dim: bool = False
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):
@@ -237,18 +243,36 @@ class MosaicBackwardConfig:
       raise ValueError(f"consumers={self.consumers} must be 2")
     if self.dq_cols not in (64, 128):
       raise ValueError(f"dq_cols={self.dq_cols} must be 64 or 128")
+    if self.split_head_dim and not self.deterministic:
+      raise ValueError("split_head_dim=True needs deterministic=True (the "
+                       "fused dQ kernel holds a whole row tile per consumer)")
+    if self.split_head_dim and self.num_stages > 3:
+      # backward._Exchange takes 4 more named barriers.
+      raise ValueError(f"num_stages={self.num_stages} must be <= 3 with "
+                       "split_head_dim=True")
     # The dQ kernel takes two named barriers per stage after the first 6
     # (forward._Sync): 16 per CTA allow 5 stages.
     if not (isinstance(self.num_stages, int) and 2 <= self.num_stages <= 5):
       raise ValueError(f"num_stages={self.num_stages} must be an int in "
                        "[2, 5]")
 
+  @property
+  def row_tiles(self) -> int:
+    """Row tiles a CTA holds: one per consumer, or one shared by all of them
+    with ``split_head_dim``."""
+    return 1 if self.split_head_dim else self.consumers
+
   def smem_bytes(self, head_dim: int, itemsize: int = 2) -> int:
     """Shared memory of the larger of the two kernels."""
     c, st = self.consumers, self.num_stages
-    dkdv = 2 * (c * self.block_kv_dkv + st * self.block_q_dkv)
-    dq = 2 * (c * self.block_q_dq + st * self.block_kv_dq)
+    dkdv = 2 * (self.row_tiles * self.block_kv_dkv + st * self.block_q_dkv)
+    dq = 2 * (self.row_tiles * self.block_q_dq + st * self.block_kv_dq)
     smem = max(dkdv, dq) * head_dim * itemsize + 1024
+    if self.split_head_dim:  # the consumers' score-tile exchange
+      dkdv_tile = self.block_kv_dkv * self.block_q_dkv
+      dq_tile = self.block_q_dq * self.block_kv_dq
+      smem = max(dkdv * head_dim * itemsize + dkdv_tile * (4 + 2 * itemsize),
+                 dq * head_dim * itemsize + dq_tile * (4 + itemsize)) + 1024
     if not self.deterministic:  # dS^T tiles and f32 dQ pieces
       smem += c * self.block_q_dkv * (self.block_kv_dkv * itemsize
                                       + head_dim * 4)
@@ -256,7 +280,7 @@ class MosaicBackwardConfig:
 
   @classmethod
   def default(cls, head_dim: int, causal: bool) -> "MosaicBackwardConfig":
-    """The entry for a (padded) head dim <= 128; see docs/mosaic.md.
+    """The entry for a (padded) head dim; see docs/mosaic.md.
 
     Measured on an H100, 2026-11-22, backward TFLOP/s in one run each:
     * d64: 128-row query steps in the dK/dV kernel (run 11: S4k N 377 vs
@@ -269,8 +293,15 @@ class MosaicBackwardConfig:
       steps were level (run 2: 386 vs 370, 354 vs 367, 408 vs 403; run 5:
       424 vs 429, 441 vs 450, 454 vs 451).
     * three stages: no gain (run 1; run 11 at d64: 320 vs 331, 297 vs 298).
+    * head dims > 128: split_head_dim (the only register-feasible form),
+      64-row tiles everywhere: a 64 x 256 row tile per CTA, 2 stages and the
+      exchange tiles fill 224 of the 227 KiB of shared memory.  Run 14, d256
+      S1k / S4k: 293 / 334 non-causal, 241 / 320 causal (cuDNN 249 / 312,
+      196 / 311).  Not for d128 (run 15: 232 vs 423 at S4k N).
     """
     del causal
     if head_dim <= 64:
       return cls(block_q_dkv=128, block_kv_dq=128)
+    if head_dim > 128:
+      return cls(split_head_dim=True)
     return cls()

@@ -192,6 +192,16 @@ class _Sync:
     else:
       plgpu.barrier_wait(self.mbarriers[2].at[self.wg])
 
+  def consumers_meet(self):
+    """Every consumer waits for all the others (the backward's epilogue with
+    split_head_dim, which overwrites the row tile they share; the backward
+    takes no turns, so it uses consumer 0's turn barrier)."""
+    if self.mbarriers is None:
+      _named_barrier("sync", _BAR_TURN, self.consumers * _WG_THREADS)
+    else:
+      plgpu.barrier_arrive(self.mbarriers[3])
+      plgpu.barrier_wait(self.mbarriers[3])
+
 
 class _Item:
   """One work item: rows [qt * C * block_q, (qt + 1) * C * block_q) of head

@@ -1,0 +1,88 @@
+"""How the benchmarks time and size a compiled call (shared by every script
+in ``benchmarks/``).
+
+``time_interleaved``: warm calls timed in bursts of back-to-back calls ending
+in ``jax.block_until_ready`` (long enough that dispatch overhead is
+amortised), the implementations in a fresh random order each rep, the
+median per call.  ``compile_timed``: trace + lower + compile, timed.  The
+``*_bytes`` helpers read ``compiled.memory_analysis()`` and the device's
+memory stats.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import jax
+import numpy as np
+
+
+def time_calls(f, args, reps: int, sample_s: float):
+  """Median seconds per call of compiled ``f`` (already warm) and the spread."""
+  return time_interleaved({"f": (f, args)}, reps, sample_s)["f"]
+
+
+def time_interleaved(calls: dict, reps: int, sample_s: float):
+  """{name: (median s per call, spread, calls per burst)} for warm ``calls``
+  ({name: (f, args)}).  Each rep times one burst of back-to-back calls of
+  every entry, the entries in a fresh (seeded) random order each rep, so that
+  neither clock or thermal drift nor the kernel that ran just before (its
+  power draw, what it left in L2) falls on one entry more than another."""
+  bursts = {}
+  for name, (f, args) in calls.items():
+    single = math.inf  # fastest of 3 single calls: the first may still
+    for _ in range(3):  # allocate memory or load code
+      t0 = time.perf_counter()
+      jax.block_until_ready(f(*args))
+      single = min(single, time.perf_counter() - t0)
+    bursts[name] = int(max(1, min(2000, math.ceil(sample_s / max(single, 1e-7)))))
+  samples = {name: [] for name in calls}
+  names = list(calls)
+  rng = np.random.default_rng(0)
+  for _ in range(reps):
+    for name in rng.permutation(names):
+      f, args = calls[name]
+      n = bursts[name]
+      t0 = time.perf_counter()
+      for _ in range(n):
+        out = f(*args)
+      jax.block_until_ready(out)
+      samples[name].append((time.perf_counter() - t0) / n)
+      del out
+  result = {}
+  for name, xs in samples.items():
+    med = float(np.median(xs))
+    spread = float((np.max(xs) - np.min(xs)) / med) if med > 0 else 0.0
+    result[name] = (med, spread, bursts[name])
+  return result
+
+
+def mem_bytes(compiled) -> int | None:
+  try:
+    m = compiled.memory_analysis()
+    return int(m.argument_size_in_bytes + m.output_size_in_bytes
+               + m.temp_size_in_bytes - m.alias_size_in_bytes)
+  except Exception:
+    return None
+
+
+def temp_bytes(compiled) -> int | None:
+  try:
+    m = compiled.memory_analysis()
+    return int(m.temp_size_in_bytes + m.output_size_in_bytes)
+  except Exception:
+    return None
+
+
+def free_device_bytes() -> int | None:
+  try:
+    stats = jax.devices()[0].memory_stats()
+    return int(stats["bytes_limit"] - stats["bytes_in_use"])
+  except Exception:
+    return None
+
+
+def compile_timed(f, *args, options=None):
+  t0 = time.perf_counter()
+  compiled = jax.jit(f).lower(*args).compile(options)
+  return compiled, time.perf_counter() - t0
