@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.run import time_interleaved
+from benchmarks.timing import time_interleaved
 import pallas_flash as pf
 
 H, N, TOKENS, RATE = 128, 16, 16384, 0.1

@@ -35,18 +35,18 @@ def _forward_impl(params: KernelParams):
   raise ValueError(f"unknown forward backend {params.forward!r}")
 
 
-def _score_terms(params: KernelParams, arrays: masks.MaskArrays) -> bool:
-  return (arrays.bias is not None or arrays.alibi_slopes is not None
-          or params.dropout_rate > 0.0)
+def _mosaic_lacks(params: KernelParams, arrays: masks.MaskArrays) -> bool:
+  """The score terms the Mosaic kernels do not take yet (they take ALiBi)."""
+  return arrays.bias is not None or params.dropout_rate > 0.0
 
 
 def check_supported(params: KernelParams, q, k, v, arrays: masks.MaskArrays):
   """Raises NotImplementedError if the kernels cannot take this input."""
   if params.forward == "mosaic":
-    if _score_terms(params, arrays):
+    if _mosaic_lacks(params, arrays):
       raise NotImplementedError(
-          "the mosaic kernels take no bias, ALiBi or dropout yet (the "
-          "dispatcher falls back to triton)")
+          "the mosaic kernels take no bias or dropout yet (the dispatcher "
+          "falls back to triton)")
     from pallas_flash.mosaic import forward as mosaic_forward
     mosaic_forward.check_supported(params, q, k, v)
 
@@ -76,7 +76,7 @@ def _flash_fwd(params, q, k, v, arrays):
 
 
 def _backward_impl(params: KernelParams, q, k, v, arrays):
-  if params.forward == "mosaic" and not _score_terms(params, arrays):
+  if params.forward == "mosaic" and not _mosaic_lacks(params, arrays):
     from pallas_flash.mosaic import backward as mosaic_backward  # Hopper only
     try:
       mosaic_backward.check_supported(params, q, k, v)

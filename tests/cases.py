@@ -36,6 +36,7 @@ class Case:
   # "full" [B,N,T,S], "keys" [B,1,1,S], "heads" [1,N,T,S]; "full_empty_row":
   # "full" with query row 3 of every head masked out entirely.
   dense_mask: str | None = None
+  alibi: bool = False  # ALiBi with Press et al.'s slopes 2^(-8 i / N)
   config: Any = None  # backend tuning (TritonConfig / MosaicConfig) for the kernel
 
   def __str__(self):
@@ -60,6 +61,10 @@ class Case:
       kw["key_value_segment_ids"] = jnp.asarray(_segments(self.b, self.s, 1))
     if self.soft_cap is not None:
       kw["logits_soft_cap"] = self.soft_cap
+    if self.alibi:
+      kw["alibi_slopes"] = 2.0 ** (-8.0 * jnp.arange(1, self.n + 1,
+                                                      dtype=jnp.float32)
+                                   / self.n)
     if self.dense_mask is not None:
       full = (self.b, self.n, self.t, self.s)
       shape = {"full": full, "full_empty_row": full, "keys": (self.b, 1, 1, self.s),

@@ -384,7 +384,7 @@ def _interpret_barriers(consumers: int, num_stages: int, split: bool):
 def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                  *refs, spec: masks.MaskSpec, scale: float,
                  cap: float | None, cfg: MosaicBackwardConfig, group: int,
-                 interpret: bool):
+                 interpret: bool, alibi: bool):
   """One CTA: ``C * block_kv`` key rows of kv head ``heads``; loops over the
   G query heads of the kv head, then the query tiles of the tile table.
 
@@ -396,6 +396,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   the adds of different CTAs land in any order, so dQ's bits can change run
   to run."""
   q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
+  slopes_ref = refs.pop(0) if alibi else None
   fused = not cfg.deterministic  # dQ by TMA reduce-add into refs[0] (f32)
   dq_acc_ref = refs.pop(0) if fused else None
   dk_ref, dv_ref, smem, barriers = refs
@@ -465,6 +466,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         sync.release(0, slot)
         return dk, dv
       x, th, lse2 = logits(s)
+      if alibi:
+        x = x + fwd.alibi_tile(slopes_ref, item, n, qt * bq + iota(1),
+                               kv_base + iota(0))
       if masked:
         segs = dense = None
         if spec.has_segments:
@@ -564,11 +568,12 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                *refs, spec: masks.MaskSpec, scale: float, cap: float | None,
                cfg: MosaicBackwardConfig, group: int, num_q_tiles: int,
-               interpret: bool):
+               interpret: bool, alibi: bool):
   """One CTA: ``C * block_q`` query rows of head ``heads``; loops over the
   kv tiles of the tile table (causal: launched longest first)."""
-  q_seg_ref, kv_seg_ref, mask_ref, (dq_ref, smem, barriers) = (
-      fwd.mask_refs(spec, refs))
+  q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
+  slopes_ref = refs.pop(0) if alibi else None
+  dq_ref, smem, barriers = refs
   q_smems, do_smems, k_smems, v_smems, *xchg_smem = smem
   q_bars, do_bars, k_bars, v_bars, *interpret_bars = barriers
   dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
@@ -624,6 +629,11 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         return dq
       sync.release(1, slot)  # V read
       x, th, lse2 = logits(s)
+      if alibi:
+        iota = lambda dim: plgpu.broadcasted_iota(jnp.int32, (bq, bk), dim,
+                                                  layout=_WGMMA)
+        x = x + fwd.alibi_tile(slopes_ref, item, n, q_base + iota(0),
+                               ki * bk + iota(1))
       if masked:
         ok = fwd.query_tile_visible(spec, item, b, n, q_base, ki, (bq, bk),
                                     q_seg if spec.has_segments else None,
@@ -703,10 +713,14 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   if dense is not None:
     mask_ops = [*mask_ops, dense]
     mask_t = [*mask_t, dense.swapaxes(2, 3)]  # key-major for dK/dV
+  alibi = arrays.alibi_slopes is not None
+  if alibi:
+    slopes = fwd.alibi_slopes(arrays, b)
+    mask_ops, mask_t = [*mask_ops, slopes], [*mask_t, slopes]
   table = functools.partial(fwd.tile_table, spec, arrays, dense, q_len,
                             kv_len, offset)
   common = dict(spec=spec, scale=float(params.scale), cap=cap, cfg=cfg,
-                group=group, interpret=params.interpret)
+                group=group, interpret=params.interpret, alibi=alibi)
   stages = cfg.num_stages
   interp = (_interpret_barriers(c, stages, cfg.split_head_dim)
             if params.interpret else ())

@@ -310,6 +310,20 @@ def query_tile_visible(spec: masks.MaskSpec, item: _Item, b, n, q_base, ki,
                       dense)
 
 
+def alibi_tile(slopes_ref, item: _Item, head, q_pos, k_pos):
+  """ALiBi of a score tile in base-2 logits (``masks.alibi_bias``; the
+  wrapper's ``alibi_slopes`` [B, N] f32 carry the log2 e): positions
+  broadcast to the tile, the slope a scalar of (batch row, head)."""
+  slope2 = slopes_ref[item.b, head]
+  return masks.alibi_bias(slope2, q_pos, k_pos, item.offset)
+
+
+def alibi_slopes(arrays: masks.MaskArrays, b: int):
+  """The kernels' ALiBi operand: slopes x log2 e as [B, N] float32."""
+  slopes = arrays.alibi_slopes.astype(jnp.float32) * _LOG2E
+  return jnp.broadcast_to(slopes, (b, slopes.shape[-1]))
+
+
 def load_kv_tiles(item: _Item, group: int, block_kv: int, num_stages: int,
                   sync: _Sync, kv_refs, kv_smems, kv_bars, g0=None):
   """The producer's loop over an item's steps: TMA copies of the K and V
@@ -338,15 +352,18 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       num_q_tiles: int, group: int, longest_first: bool,
                       masked_first: bool, overlap_softmax: bool,
                       order: tuple[tuple[str, int], ...], num_ctas: int,
-                      interpret: bool):
+                      interpret: bool, alibi: bool = False):
   """Work items of ``consumers * block_q`` query rows of one (b, n), in the
   launch ``order`` ((axis name, size), the last axis fastest).  num_ctas ==
   0: one CTA per item (a grid of ``order``); else a persistent kernel of
   num_ctas CTAs, CTA c running the items listed in row c of the schedule
-  operand (``schedule.list_schedule``)."""
+  operand (``schedule.list_schedule``).  ``alibi``: the last operand holds
+  ALiBi slopes (``alibi_slopes``), added to every score tile."""
   if num_ctas:
     sched_ref, *refs = refs
-  q_seg_ref, kv_seg_ref, mask_ref, (out_ref, lse_ref) = mask_refs(spec, refs)
+  q_seg_ref, kv_seg_ref, mask_ref, refs = mask_refs(spec, refs)
+  slopes_ref = refs.pop(0) if alibi else None
+  out_ref, lse_ref = refs
   dtype = q_ref.dtype
   head_dim = q_ref.shape[-1]
   bq, bk = block_q, block_kv
@@ -440,13 +457,18 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 
         def tile_softmax(s, m_i, ki, *, masked: bool):
           """Mask, new running max and exp2 of one score tile (base 2)."""
-          fma = not masked and cap is None and scale > 0
+          fma = not masked and cap is None and scale > 0 and not alibi
           if fma:  # max commutes with a positive scale: one FMA per score
             c = scale * _LOG2E
             m_new = jnp.maximum(m_i, s.max(axis=1) * c)
             p = jnp.exp2(s * c - lax.broadcast_in_dim(m_new, s.shape, [0]))
             return m_new, p
           s = logits_base2(s)
+          if alibi:
+            iota = lambda dim: plgpu.broadcasted_iota(
+                jnp.int32, (bq, bk), dim, layout=_WGMMA)
+            s = s + alibi_tile(slopes_ref, item, n, q_base + iota(0),
+                               ki * bk + iota(1))
           if masked:
             ok = query_tile_visible(spec, item, b, n, q_base, ki, (bq, bk),
                                     q_seg if spec.has_segments else None,
@@ -788,6 +810,9 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
     operands += padded_segments(arrays, tp, sp)
   if dense is not None:
     operands.append(dense)
+  alibi = arrays.alibi_slopes is not None
+  if alibi:
+    operands.append(alibi_slopes(arrays, b))
 
   num_items = n * num_q_tiles * b
   num_ctas = 0  # persistent: one CTA per SM
@@ -815,7 +840,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
       num_q_tiles=num_q_tiles, group=n // kh,
       longest_first=spec.is_causal, masked_first=cfg.masked_first,
       overlap_softmax=cfg.overlap_softmax, order=order, num_ctas=num_ctas,
-      interpret=params.interpret)
+      alibi=alibi, interpret=params.interpret)
   kernel.__name__ = "pallas_flash_mosaic_fwd"
   if num_ctas:
     grid, grid_names = (num_ctas,), ("cta",)
