@@ -353,6 +353,11 @@ BACKWARD = [
     B("bwd mqa 3/1 window", n=3, k=1, t=200, s=200, window=(30, 10)),
     B("bwd lengths (incl. empty row)", b=2, t=160, s=200, causal=True,
       bottom_right=True, q_lengths=(150, 0), kv_lengths=(200, 77)),
+    # Non-causal, a key tile reaching past kv_len: its dK/dV steps must all
+    # be masked (they were taken as full tiles: dK of the keys past the
+    # length came out nonzero).
+    B("bwd kv lengths inside a key tile", b=2, n=2, k=1, h=128, t=128,
+      s=128, kv_lengths=(128, 37)),
     B("bwd segments", t=256, s=256, causal=True, segments=True),
     B("bwd soft-cap", soft_cap=3.0, causal=True),
     B("bwd fp16", dtype="float16", t=130, s=130),

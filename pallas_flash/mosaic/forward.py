@@ -709,12 +709,16 @@ def tile_table(spec: masks.MaskSpec, arrays: masks.MaskArrays, dense, q_len,
   (each extra launch costs microseconds, a visible share of a short call).
   """
   start = jnp.arange(num_tiles, dtype=jnp.int32)[None, :] * rows  # [1, I]
-  own_len = kv_len if kv_major else q_len
-  end = jnp.minimum(start + rows, own_len[:, None])  # [B, I]
+  own_len = kv_len if kv_major else q_len  # items past it: no work (below)
   if kv_major:
-    bounds = masks.q_bounds(spec, start, end, q_len[:, None], kv_len[:, None],
-                            offset[:, None])
-  else:
+    # Key rows past kv_len are no padding to the dK/dV kernel (P^T of a
+    # real query row against them is not 0): an item that reaches past
+    # kv_len keeps its whole end, so that q_bounds gives it no full tiles
+    # and every step is masked.
+    bounds = masks.q_bounds(spec, start, start + rows, q_len[:, None],
+                            kv_len[:, None], offset[:, None])
+  else:  # query rows past q_len: lse = +inf, so their P is 0 anyway
+    end = jnp.minimum(start + rows, q_len[:, None])  # [B, I]
     bounds = masks.kv_bounds(spec, start, end, kv_len[:, None],
                              offset[:, None])
   first, last, full_first, full_last = masks.tile_range(*bounds, block)
