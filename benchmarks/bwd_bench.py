@@ -12,7 +12,11 @@ FLOPs (causal halved).  The gradients of every implementation are checked
 against cuDNN's (relative L2 error) before timing.
 
   PYTHONPATH=$PWD python3 benchmarks/bwd_bench.py [--cells d128-16k-C,...]
-      [--variant block_q_dkv=128,num_stages=3 ...] [--out DIR]
+      [--variant block_q_dkv=128,num_stages=3 ...] [--alibi] [--out DIR]
+
+``--alibi`` adds ours and ours-triton with ALiBi slopes (Press et al.'s
+2^(-8 i / N)); their gradients are checked against each other, and ALiBi's
+cost is ours alibi against ours in the same run.
 
 Prints a short table last; with --out writes a log and a JSON of results.
 """
@@ -54,15 +58,25 @@ def cell_name(h, t, causal):
 
 
 
-def _ours(causal, implementation, config=None):
+def _ours(causal, implementation, config=None, **kw):
   return lambda q, k, v: pf.flash_attention(
-      q, k, v, is_causal=causal, implementation=implementation, config=config)
+      q, k, v, is_causal=causal, implementation=implementation, config=config,
+      **kw)
 
 
-def cell_impls(h, t, causal, variants):
+def alibi_slopes(n):
+  return 2.0 ** (-8.0 * jnp.arange(1, n + 1, dtype=jnp.float32) / n)
+
+
+def cell_impls(h, t, causal, variants, n, alibi):
   """{name: f(q, k, v) -> out}: ours (default and variants), triton, cuDNN,
-  tokamax."""
+  tokamax; with ``alibi`` also ours and triton with ALiBi."""
   impls = {"ours": _ours(causal, "mosaic")}
+  if alibi:
+    impls["ours alibi"] = _ours(causal, "mosaic",
+                                alibi_slopes=alibi_slopes(n))
+    impls["triton alibi"] = _ours(causal, "triton",
+                                  alibi_slopes=alibi_slopes(n))
   fwd_cfg = MosaicConfig.default(h, causal, kv_seqlen=t)
   for v in variants:
     bwd = dataclasses.replace(MosaicBackwardConfig.default(h, causal), **v)
@@ -89,12 +103,12 @@ def rel_l2(a, b):
   return float(jnp.linalg.norm(a - b) / jnp.linalg.norm(b))
 
 
-def bench_cell(h, t, causal, variants, reps, min_ms):
+def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False):
   b, n, (q, k, v), flops = inputs(h, t, causal)
   do = jax.random.normal(jax.random.key(99), q.shape, jnp.bfloat16)
   calls, errors, rows = {}, {}, []
   ref = None
-  for name, f in cell_impls(h, t, causal, variants).items():
+  for name, f in cell_impls(h, t, causal, variants, n, alibi).items():
     try:
       fb = fwd_bwd(f)
       grads = jax.block_until_ready(fb(q, k, v, do))
@@ -105,11 +119,13 @@ def bench_cell(h, t, causal, variants, reps, min_ms):
       errors[name] = grads
     except Exception as e:  # a variant that does not fit / lower
       log(f"  {name}: failed: {type(e).__name__}: {str(e)[:300]}")
-  if ref is not None:
-    errors = {name: max(rel_l2(g, r) for g, r in zip(grads, ref))
-              for name, grads in errors.items()}
-  else:
-    errors = {name: float("nan") for name in errors}
+  refs = {name: ref for name in errors}  # ALiBi: against triton's ALiBi
+  refs.update({name: errors.get("triton alibi") for name in errors
+               if "alibi" in name and name != "triton alibi"})
+  refs["triton alibi"] = None
+  errors = {name: float("nan") if refs[name] is None else
+            max(rel_l2(g, r) for g, r in zip(grads, refs[name]))
+            for name, grads in errors.items()}
   times = time_interleaved(calls, reps, min_ms / 1e3)
   for name in errors:
     fwd_s, fb_s = times[name][0], times[name + " fb"][0]
@@ -145,6 +161,17 @@ def table(rows):
         f" | {get('triton', 'bwd_tflops'):.0f} | "
         f"{get('ours', 'bwd_tflops') / best:.2f} | "
         f"{get('ours', 'fwdbwd_tflops') / get('cudnn', 'fwdbwd_tflops'):.2f} |")
+  if any(r["impl"] == "ours alibi" for r in rows):
+    lines += ["", "| cell | ALiBi / none fwd | ALiBi / none fwd+bwd | "
+              "ours ALiBi / triton ALiBi fwd+bwd |", "|---" * 4 + "|"]
+    for cell, rs in by_cell.items():
+      if "ours alibi" not in rs:
+        continue
+      ratio = lambda a, b, key: rs[a][key] / rs[b][key]
+      lines.append(
+          f"| {cell} | {ratio('ours alibi', 'ours', 'fwd_tflops'):.2f} | "
+          f"{ratio('ours alibi', 'ours', 'fwdbwd_tflops'):.2f} | "
+          f"{ratio('ours alibi', 'triton alibi', 'fwdbwd_tflops'):.2f} |")
   return "\n".join(lines)
 
 
@@ -157,6 +184,8 @@ def main():
                   help="backward config fields, e.g. block_q_dkv=128")
   ap.add_argument("--reps", type=int, default=11)
   ap.add_argument("--min-ms", type=float, default=40.0)
+  ap.add_argument("--alibi", action="store_true",
+                  help="also ours and triton with ALiBi slopes")
   ap.add_argument("--out", default="")
   args = ap.parse_args()
   variants = [parse_variant(v) for v in args.variant]
@@ -168,7 +197,8 @@ def main():
     if wanted and cell_name(h, t, causal) not in wanted:
       continue
     log(cell_name(h, t, causal))
-    rows += bench_cell(h, t, causal, variants, args.reps, args.min_ms)
+    rows += bench_cell(h, t, causal, variants, args.reps, args.min_ms,
+                       args.alibi)
   text = table(rows)
   log(text)
   if args.out:
