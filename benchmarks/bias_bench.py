@@ -224,14 +224,14 @@ def main():
       continue
     log(f"cell {cell_name(t, causal)}")
     rows += bench_cell(t, causal, args.reps, args.sample_ms, not args.no_torch)
-  text = table(rows)
-  if args.out:
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "bias_bench.json"), "w") as f:
-      json.dump(dict(env=env, rows=rows), f, indent=1)
-    with open(os.path.join(args.out, "bias_bench_table.txt"), "w") as f:
-      f.write(json.dumps(env) + "\n" + text + "\n")
-  log(text)
+    text = table(rows)
+    if args.out:  # after every cell: a run cut short keeps what it measured
+      os.makedirs(args.out, exist_ok=True)
+      with open(os.path.join(args.out, "bias_bench.json"), "w") as f:
+        json.dump(dict(env=env, rows=rows), f, indent=1)
+      with open(os.path.join(args.out, "bias_bench_table.txt"), "w") as f:
+        f.write(json.dumps(env) + "\n" + text + "\n")
+  log(table(rows))
 
 
 if __name__ == "__main__":
