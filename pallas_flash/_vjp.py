@@ -35,9 +35,12 @@ def _forward_impl(params: KernelParams):
   raise ValueError(f"unknown forward backend {params.forward!r}")
 
 
-def _mosaic_lacks(params: KernelParams, arrays: masks.MaskArrays) -> bool:
-  """The score terms the Mosaic kernels do not take yet (they take ALiBi)."""
-  return arrays.bias is not None or params.dropout_rate > 0.0
+def _mosaic_lacks(params: KernelParams,
+                  arrays: masks.MaskArrays | None) -> bool:
+  """Whether the call has a score term the Mosaic kernels do not take yet:
+  a bias or dropout (they take ALiBi)."""
+  return params.dropout_rate > 0.0 or (arrays is not None
+                                       and arrays.bias is not None)
 
 
 def check_supported(params: KernelParams, q, k, v, arrays: masks.MaskArrays):
@@ -75,7 +78,7 @@ def _flash_fwd(params, q, k, v, arrays):
   return (out, lse), (_Static(bwd_params), q, k, v, arrays, out, lse)
 
 
-def _backward_impl(params: KernelParams, q, k, v, arrays):
+def _backward_impl(params: KernelParams, q, k, v, arrays=None):
   if params.forward == "mosaic" and not _mosaic_lacks(params, arrays):
     from pallas_flash.mosaic import backward as mosaic_backward  # Hopper only
     try:
@@ -99,7 +102,9 @@ def _flash_bwd(params, residuals, cotangents):
     # Sum the partial over the bias's broadcast dims (deterministic XLA sums).
     bias, partial = arrays.bias, grads[3]
     dims = tuple(d for d in range(4) if bias.shape[d] == 1 != partial.shape[d])
-    dbias = jnp.sum(partial, axis=dims, keepdims=True).astype(bias.dtype)
+    dbias = partial if not dims else jnp.sum(
+        partial, axis=dims, keepdims=True, dtype=jnp.float32)
+    dbias = dbias.astype(bias.dtype)
     d_arrays = masks.MaskArrays(*(None,) * len(arrays))._replace(bias=dbias)
   return (*grads[:3], d_arrays)
 

@@ -6,16 +6,20 @@ forward, the backward (which regenerates the bits instead of storing them)
 and the reference agree bit for bit, whatever the tile sizes or the device.
 
 The bit is a counter-based hash (as Philox in FlashAttention's dropout, but
-cheaper): int32 multiply / xor / logical-shift rounds of MurmurHash3's
-``fmix32`` finaliser, which wrap identically in XLA and in Triton.
+cheaper): int32 multiply / xor / logical-shift rounds, which wrap
+identically in XLA and in Triton.
 
 * ``seeds(rng, B, N)``: one int32 per (batch row, query head), hashed from the
   PRNG key in XLA before the kernels run (so sharding the batch or the heads
   cannot change the bits: every shard gets its global rows' seeds).
-* ``row_keys(seed, i)``: one int32 per query row ``i`` (a [block_q] vector).
-* ``keep(row_key, j, threshold)``: the bit of key column ``j``, one ``fmix32``
-  per score; kept iff the top 31 bits of the hash are >= ``threshold``, so
-  ``P(keep) = 1 - rate`` to within 2**-31.
+* ``row_keys(seed, i)`` / ``col_keys(j)``: MurmurHash3's ``fmix32`` of the
+  query row / key column, once per row or column of a tile (vectors).
+* ``keep(row_key, col_key, threshold)``: per score only
+  ``h = ((r ^ c) * A ^ >>15) * B`` (the two multiply rounds of Wellons'
+  ``lowbias32``; the top bits it leaves are what the compare reads), kept iff
+  ``h`` as a signed int32 is >= ``threshold``: ``P(keep) = 1 - rate`` to
+  within 2**-32.  Six integer ops per score (a full ``fmix32`` per score
+  costs eleven; this is what the dropout's speed hinges on).
 
 Kept probabilities are scaled by ``1 / (1 - rate)``.  Letters as in
 ``masks``: B batch, N query heads, T query length, S key length.
@@ -34,7 +38,8 @@ def _i32(c: int):
 
 
 _FMIX1, _FMIX2 = _i32(0x85EBCA6B), _i32(0xC2B2AE35)  # MurmurHash3 fmix32
-_ROW, _COL, _HEAD = _i32(0x9E3779B9), _i32(0x7FEB352D), _i32(0x846CA68B)
+_MIX1, _MIX2 = _i32(0x7FEB352D), _i32(0x846CA68B)  # lowbias32
+_ROW, _COL, _HEAD = _i32(0x9E3779B9), _i32(0x632BE5AB), _i32(0x2C1B3C6D)
 
 
 def _shr(x, n: int):
@@ -51,8 +56,8 @@ def fmix32(h):
 
 
 def threshold(rate: float) -> int:
-  """Keep iff ``hash >> 1 >= threshold``: P(keep) = 1 - rate."""
-  return min(int(round(rate * 2.0**31)), 2**31 - 1)
+  """Keep iff the int32 hash is >= this: P(keep) = 1 - rate."""
+  return min(int(round(rate * 2.0**32)) - 2**31, 2**31 - 1)
 
 
 def seeds(rng, b: int, n: int, *, broadcast: bool = False):
@@ -73,9 +78,17 @@ def row_keys(seed, rows):
   return fmix32(seed + rows * _ROW)
 
 
-def keep(row_key, cols, thresh):
-  """Keep bits of the scores (row, col); broadcasts ``row_key`` against ``cols``."""
-  return _shr(fmix32(row_key ^ (cols * _COL)), 1) >= thresh
+def col_keys(cols):
+  """Per key column ``cols`` (int32)."""
+  return fmix32(cols * _COL)
+
+
+def keep(row_key, col_key, thresh):
+  """Keep bits of the scores (row, col); broadcasts ``row_key`` against
+  ``col_key``."""
+  h = (row_key ^ col_key) * _MIX1
+  h = (h ^ _shr(h, 15)) * _MIX2
+  return h >= thresh
 
 
 def keep_mask(seed_array, t: int, s: int, rate: float):
@@ -83,7 +96,7 @@ def keep_mask(seed_array, t: int, s: int, rate: float):
   rows = jnp.arange(t, dtype=jnp.int32)
   cols = jnp.arange(s, dtype=jnp.int32)
   rk = row_keys(seed_array[:, :, None], rows[None, None, :])  # [B, N, T]
-  return keep(rk[..., None], cols, threshold(rate))
+  return keep(rk[..., None], col_keys(cols), threshold(rate))
 
 
 def dropout_mask(rng, shape, rate: float, *, broadcast: bool = False):

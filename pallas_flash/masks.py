@@ -84,8 +84,25 @@ def diagonal_offset(spec: MaskSpec, q_len, kv_len):
 
 def alibi_bias(slopes, q_pos, k_pos, offset):
   """ALiBi (Press et al. 2022) as flash-attn defines it, on our diagonal:
-  ``-slope * |i + offset - j|`` (element-wise, broadcasts)."""
-  return -slopes * jnp.abs(q_pos + offset - k_pos).astype(jnp.float32)
+  ``-slope * |i + offset - j|`` (element-wise, broadcasts).
+
+  Computed as ``-sign(slope) * |slope (i + offset) - slope j|`` so that, for
+  a tile's row and column vectors, the products are per row / per column
+  and each score costs one subtract and one fused multiply-add.
+  """
+  return alibi_from_terms(slopes, *alibi_terms(slopes, q_pos, k_pos, offset))
+
+
+def alibi_terms(slopes, q_pos, k_pos, offset):
+  """``alibi_bias``'s per-row and per-column products (kernels compute them
+  on a tile's position vectors and broadcast them)."""
+  f32 = lambda x: jnp.asarray(x).astype(jnp.float32)
+  return slopes * f32(q_pos + offset), slopes * f32(k_pos)
+
+
+def alibi_from_terms(slopes, row_term, col_term):
+  """``alibi_bias`` from ``alibi_terms`` broadcast to the scores' shape."""
+  return -jnp.sign(slopes) * jnp.abs(row_term - col_term)
 
 
 def position_visible(spec: MaskSpec, q_pos, k_pos, q_len, kv_len, offset):

@@ -84,7 +84,7 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
     NotImplementedError: ``implementation="xla"`` (no block backward with
       a given lse), or a backend that cannot take the input.
   """
-  q, k, v, _, _, spec, scale, cap, squeeze = api._validate(
+  q, k, v, _, spec, scale, cap, squeeze = api._validate(
       query, key, value, None, None, scale, is_causal, None, None, None,
       implementation, "top_left", None, None, logits_soft_cap)
   del spec

@@ -466,9 +466,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         sync.release(0, slot)
         return dk, dv
       x, th, lse2 = logits(s)
-      if alibi:
-        x = x + fwd.alibi_tile(slopes_ref, item, n, qt * bq + iota(1),
-                               kv_base + iota(0))
+      if alibi:  # key-major: queries along axis 1
+        x = x + fwd.alibi_tile(slopes_ref, item, n, qt * bq, kv_base,
+                               (bk, bq), 1)
       if masked:
         segs = dense = None
         if spec.has_segments:
@@ -630,10 +630,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       sync.release(1, slot)  # V read
       x, th, lse2 = logits(s)
       if alibi:
-        iota = lambda dim: plgpu.broadcasted_iota(jnp.int32, (bq, bk), dim,
-                                                  layout=_WGMMA)
-        x = x + fwd.alibi_tile(slopes_ref, item, n, q_base + iota(0),
-                               ki * bk + iota(1))
+        x = x + fwd.alibi_tile(slopes_ref, item, n, q_base, ki * bk,
+                               (bq, bk), 0)
       if masked:
         ok = fwd.query_tile_visible(spec, item, b, n, q_base, ki, (bq, bk),
                                     q_seg if spec.has_segments else None,

@@ -310,12 +310,22 @@ def query_tile_visible(spec: masks.MaskSpec, item: _Item, b, n, q_base, ki,
                       dense)
 
 
-def alibi_tile(slopes_ref, item: _Item, head, q_pos, k_pos):
+def alibi_tile(slopes_ref, item: _Item, head, q_start, k_start, shape,
+               q_dim: int):
   """ALiBi of a score tile in base-2 logits (``masks.alibi_bias``; the
-  wrapper's ``alibi_slopes`` [B, N] f32 carry the log2 e): positions
-  broadcast to the tile, the slope a scalar of (batch row, head)."""
+  wrapper's ``alibi_slopes`` [B, N] f32 carry the log2 e): queries
+  q_start.. along axis ``q_dim`` of the tile, keys k_start.. along the
+  other.  The row and column products are computed on position vectors and
+  broadcast, so a score costs a subtract, an abs and a multiply."""
   slope2 = slopes_ref[item.b, head]
-  return masks.alibi_bias(slope2, q_pos, k_pos, item.offset)
+  k_dim = 1 - q_dim
+  pos = lambda start, dim: start + plgpu.broadcasted_iota(
+      jnp.int32, (shape[dim],), 0, layout=_ROW if dim == 0 else _COL)
+  q_term, k_term = masks.alibi_terms(slope2, pos(q_start, q_dim),
+                                     pos(k_start, k_dim), item.offset)
+  bcast = lambda x, dim: lax.broadcast_in_dim(x, shape, [dim])
+  return masks.alibi_from_terms(slope2, bcast(q_term, q_dim),
+                                bcast(k_term, k_dim))
 
 
 def alibi_slopes(arrays: masks.MaskArrays, b: int):
@@ -465,10 +475,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             return m_new, p
           s = logits_base2(s)
           if alibi:
-            iota = lambda dim: plgpu.broadcasted_iota(
-                jnp.int32, (bq, bk), dim, layout=_WGMMA)
-            s = s + alibi_tile(slopes_ref, item, n, q_base + iota(0),
-                               ki * bk + iota(1))
+            s = s + alibi_tile(slopes_ref, item, n, q_base, ki * bk,
+                               (bq, bk), 0)
           if masked:
             ok = query_tile_visible(spec, item, b, n, q_base, ki, (bq, bk),
                                     q_seg if spec.has_segments else None,

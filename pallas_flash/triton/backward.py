@@ -29,11 +29,12 @@ where the bias's shape lets a program own its sum:
   sums dS^T over its query tiles, per query head, in registers:
   a [B, N, 1, S] f32 partial;
 * Tb = T, Sb = S: the dQ kernel writes each [block_q, block_k] dS tile (and
-  zeros for the tiles it skips) into a [B, N, T, S] partial, in the bias's
-  dtype when the bias is full-shape (then it *is* dbias), else in f32.
-``_vjp`` then sums the partial over the bias's broadcast B / N dims in XLA.
-So a bias broadcast over B or N but full in (T, S) costs a [B, N, T, S] f32
-buffer in the backward (the forward never expands it).
+  zeros for the tiles it skips) into a [B, N, T, S] partial in the bias's
+  dtype (for a full-shape bias it *is* dbias).
+``_vjp`` then sums the partial over the bias's broadcast B / N dims in XLA
+(in f32).  So a bias broadcast over B or N but full in (T, S) costs a
+[B, N, T, S] buffer in the backward (the forward never expands it) and one
+rounding to the bias dtype per summand.
 """
 from __future__ import annotations
 
@@ -294,10 +295,8 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   out_specs = [pl.BlockSpec((None, bq, None, hp), lambda i, bi, hi: (bi, tile(i), hi, 0))]
   out_shape = [jax.ShapeDtypeStruct(q.shape, q.dtype)]
   if dq_dbias:  # [B, N, T, S], a [block_q, S] block per program
-    full = arrays.bias.shape[:2] == (b, n)  # then the partial is dbias itself
     out_specs.append(pl.BlockSpec((None, None, bq, s), lambda i, bi, hi: (bi, hi, tile(i), 0)))
-    out_shape.append(jax.ShapeDtypeStruct(
-        (b, n, t, s), arrays.bias.dtype if full else jnp.float32))
+    out_shape.append(jax.ShapeDtypeStruct((b, n, t, s), arrays.bias.dtype))
   dq = pl.pallas_call(
       functools.partial(_dq_kernel, spec=spec, scale=params.scale, cap=cap,
                         block_q=bq, block_k=bk, head_dim=h, t=t, s=s,

@@ -266,10 +266,10 @@ def dropout_keep(inputs: TileInputs, rate: float, *, q_head, q_start,
   """The ``dropout.keep`` bits of the [block_q, block_k] tile (or its
   transpose with ``key_major``): the same bits whatever the tiling."""
   rk = dropout.row_keys(inputs.seeds[q_head], q_start + jnp.arange(block_q))
-  cols = k_start + jnp.arange(block_k)
+  ck = dropout.col_keys(k_start + jnp.arange(block_k))
   if key_major:
-    return dropout.keep(rk[None, :], cols[:, None], dropout.threshold(rate))
-  return dropout.keep(rk[:, None], cols[None, :], dropout.threshold(rate))
+    return dropout.keep(rk[None, :], ck[:, None], dropout.threshold(rate))
+  return dropout.keep(rk[:, None], ck[None, :], dropout.threshold(rate))
 
 
 def mask_scores(s2, spec: masks.MaskSpec, inputs: TileInputs,
