@@ -14,8 +14,9 @@ bound by reading K/V from HBM.  Here the K/V length is split across programs
   FlashAttention-2 online softmax (FA-2 Alg. 1, log2 domain as in
   ``triton/tiles.py``) and writes its normalised partial output (f32) and
   log2-sum-exp;
-* ``combine`` merges the splits exactly: ``out = sum_s w_s o_s / sum_s w_s``
-  with ``w_s = exp2(lse_s - max lse)``.
+* a second small kernel merges the splits exactly: ``out = sum_s w_s o_s /
+  sum_s w_s`` with ``w_s = exp2(lse_s - max lse)`` (with one split the first
+  kernel writes the final output itself).
 
 Each sequence's visible key range (lengths, bottom-right causal diagonal,
 window: ``masks.kv_bounds``) is divided evenly among the splits, so a ragged
@@ -55,6 +56,8 @@ from pallas_flash.triton.forward import kv_tile_loops
 MAX_T = 64
 MIN_S_PER_T = 8
 _INTERPRET_CORES = 8  # SM count assumed off-GPU (interpret mode)
+# The combine kernel holds all splits of its rows in registers.
+MAX_SPLITS = 64
 
 
 def _pow2(x: int) -> bool:
@@ -74,7 +77,8 @@ class DecodeConfig:
       program; more rows are split into row tiles that each re-read K/V.
     num_warps, num_stages: launch parameters (stages = Triton's software
       pipelining depth of the K/V loads).
-    num_splits: K/V splits per (batch, kv head, row tile); ``None`` chooses
+    num_splits: K/V splits per (batch, kv head, row tile), at most
+      ``MAX_SPLITS`` = 64 and one per K/V tile; ``None`` chooses
       ``ceil(waves * SMs / programs)``, at most one split per
       ``min_split_keys`` keys.
     waves: target programs per SM when ``num_splits`` is None.
@@ -124,22 +128,25 @@ def sm_count() -> int:
 
 def num_splits(cfg: DecodeConfig, *, programs: int, s: int) -> int:
   """K/V splits so that ``programs * splits`` fills the GPU ``waves`` times."""
-  most = max(1, pl.cdiv(s, cfg.block_k))
+  most = max(1, min(pl.cdiv(s, cfg.block_k), MAX_SPLITS))
   if cfg.num_splits is not None:
     return min(cfg.num_splits, most)
   want = pl.cdiv(cfg.waves * sm_count(), programs)
   return max(1, min(want, s // cfg.min_split_keys, most))
 
 
-def _decode_kernel(q_ref, k_ref, v_ref, lens_ref, table_ref, o_ref, lse_ref, *,
-                   spec: masks.MaskSpec, scale: float, cap: float | None,
-                   group: int, rows: int, s: int, block_r: int, block_k: int,
-                   head_dim: int, splits: int, page_size: int | None):
+def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, table_ref,
+                   o_ref, lse_ref, *, spec: masks.MaskSpec, scale: float,
+                   cap: float | None, group: int, t: int, s: int, block_r: int,
+                   block_k: int, head_dim: int, splits: int,
+                   page_size: int | None):
+  rows = t * group
   row_tile = pl.program_id(0) // splits
   split = pl.program_id(0) % splits
   r0 = row_tile * block_r
   q = tiles.load_rows(q_ref, r0, block_r, rows, head_dim)  # [block_r, Hp]
-  q_len, kv_len = lens_ref[0], lens_ref[1]
+  q_len = jnp.clip(q_len_ref[()], 0, t)
+  kv_len = jnp.clip(kv_len_ref[()], 0, s)
   offset = masks.diagonal_offset(spec, q_len, kv_len)
   t_pos = (r0 + jnp.arange(block_r)) // group  # query token of each row
   t_start = r0 // group
@@ -210,7 +217,7 @@ def _decode_kernel(q_ref, k_ref, v_ref, lens_ref, table_ref, o_ref, lse_ref, *,
   acc, m, l = lax.fori_loop(unmasked_hi, hi, masked_body, carry)
 
   # A row that saw no key in this split (or is past q_len) is empty: out 0,
-  # lse -inf, so that it weighs nothing in ``combine``.
+  # lse2 -inf, so that it weighs nothing in the combine.
   empty = (m <= masks.MASK_VALUE) | (t_pos >= q_len)
   l_safe = jnp.where(empty, 1.0, l)
   out = jnp.where(empty[:, None], 0.0, acc / l_safe[:, None])
@@ -219,27 +226,67 @@ def _decode_kernel(q_ref, k_ref, v_ref, lens_ref, table_ref, o_ref, lse_ref, *,
   plgpu.store(lse_ref, lse2, mask=r0 + jnp.arange(block_r) < rows)
 
 
-def combine(o_part, lse2_part):
-  """Exact merge of the splits (axis 2 of [B, K, splits, R(, H)]).
+def _combine_kernel(o_ref, lse2_ref, out_ref, lse_ref, *, splits: int,
+                    rows: int, block_r: int, head_dim: int):
+  """Exact merge of one kv head's splits for rows [r0, r0 + block_r):
+  ``out = sum_s w_s o_s / sum_s w_s``, ``w_s = exp2(lse2_s - max lse2)``.
+  Holds all splits at once: o [splits_p2, block_r, Hp] f32."""
+  splits_p2 = pl.next_power_of_2(splits)
+  r0 = pl.program_id(0) * block_r
+  split_ok = jnp.arange(splits_p2) < splits
+  row_ok = r0 + jnp.arange(block_r) < rows
+  ok2 = split_ok[:, None] & row_ok[None, :]
+  lse2 = plgpu.load(lse2_ref.at[pl.ds(0, splits_p2), pl.ds(r0, block_r)],
+                    mask=ok2, other=-jnp.inf)  # [splits_p2, block_r]
+  head_dim_padded = o_ref.shape[-1]
+  ok3 = ok2[:, :, None] & (jnp.arange(head_dim_padded) < head_dim)[None, None, :]
+  o = plgpu.load(o_ref.at[pl.ds(0, splits_p2), pl.ds(r0, block_r), :],
+                 mask=ok3, other=0.0)  # [splits_p2, block_r, Hp]
+  m = jnp.max(lse2, axis=0)
+  m_safe = jnp.where(m == -jnp.inf, 0.0, m)
+  w = jnp.exp2(lse2 - m_safe[None, :])  # 0 for empty splits
+  l = jnp.sum(w, axis=0)
+  seen = l > 0
+  l_safe = jnp.where(seen, l, 1.0)
+  out = jnp.sum(w[:, :, None] * o, axis=0) / l_safe[:, None]
+  lse = jnp.where(seen, (m_safe + jnp.log2(l_safe)) * tiles.LN2, jnp.inf)
+  tiles.store_rows(out_ref, out, r0, block_r, rows, head_dim)
+  plgpu.store(lse_ref, lse, mask=row_ok)
 
-  Returns (out [B, K, R, H] f32, lse [B, K, R] natural log, +inf where no
-  split saw a key)."""
-  m = jnp.max(lse2_part, axis=2)
-  m_safe = jnp.where(jnp.isfinite(m), m, 0.0)
-  w = jnp.exp2(lse2_part - m_safe[:, :, None])  # 0 for empty splits
-  w_sum = jnp.sum(w, axis=2)
-  seen = w_sum > 0
-  out = jnp.einsum("bksr,bksrh->bkrh", w, o_part,
-                   precision=lax.Precision.HIGHEST)
-  out = out / jnp.where(seen, w_sum, 1.0)[..., None]
-  lse = jnp.where(seen, (m_safe + jnp.log2(jnp.where(seen, w_sum, 1.0))) * tiles.LN2,
-                  jnp.inf)
-  return out, lse
+
+def _combine(o_part, lse2_part, dtype, *, head_dim: int, interpret: bool):
+  """[B, K, splits, R, H] partials -> (out [B, K, R, H] dtype, lse [B, K, R]
+  natural log, +inf where no split saw a key): one launch."""
+  b, kh, splits, rows, _ = o_part.shape
+  hp = pl.next_power_of_2(max(head_dim, 16))
+  splits_p2 = pl.next_power_of_2(splits)
+  # <= 8192 f32 per program ([splits_p2, block_r, Hp]) beside rows' own cap
+  block_r = max(1, min(pl.next_power_of_2(rows), 8192 // (splits_p2 * hp)))
+  kernel = functools.partial(_combine_kernel, splits=splits, rows=rows,
+                             block_r=block_r, head_dim=head_dim)
+  return pl.pallas_call(
+      kernel,
+      grid=(pl.cdiv(rows, block_r), b, kh),
+      in_specs=[
+          pl.BlockSpec((None, None, splits, rows, hp),
+                       lambda i, bi, hi: (bi, hi, 0, 0, 0)),
+          pl.BlockSpec((None, None, splits, rows),
+                       lambda i, bi, hi: (bi, hi, 0, 0))],
+      out_specs=[
+          pl.BlockSpec((None, None, block_r, hp), lambda i, bi, hi: (bi, hi, i, 0)),
+          pl.BlockSpec((None, None, block_r), lambda i, bi, hi: (bi, hi, i))],
+      out_shape=[jax.ShapeDtypeStruct((b, kh, rows, head_dim), dtype),
+                 jax.ShapeDtypeStruct((b, kh, rows), jnp.float32)],
+      compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=1),
+      interpret=interpret,
+      name="pallas_flash_decode_combine",
+  )(o_part, lse2_part)
 
 
 def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
               *, s: int, page_size: int | None):
-  """Runs the kernel and ``combine``; returns (out [B, T, N, H], lse [B, N, T])."""
+  """Runs the split kernel and the combine; returns (out [B, T, N, H],
+  lse [B, N, T] natural log, +inf on fully masked rows)."""
   b, t, n, h = q.shape
   kh = k.shape[2]
   group = n // kh
@@ -254,10 +301,7 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
   # [B, T, N, H] -> [B, K, T * G, H]: row r = t * G + g of kv head k
   q_rows = q.reshape(b, t, kh, group, h).transpose(0, 2, 1, 3, 4).reshape(
       b, kh, rows, h)
-  mask_ops, mask_specs = tiles.prepare_mask_inputs(
-      arrays, params.spec, t=t, s=s, block_q=block_r, block_k=block_k,
-      q_head_block=None)
-  lens, lens_spec = mask_ops[0], mask_specs[0]
+  length = pl.BlockSpec((None,), lambda i, bi, hi: (bi,))  # one scalar per batch
   if page_size is None:
     kv_spec = pl.BlockSpec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi, 0))
     table_ops, table_specs = [], []
@@ -269,39 +313,46 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
     table_specs = [pl.BlockSpec((None, table.shape[1]), lambda i, bi, hi: (bi, 0))]
   kernel = functools.partial(
       _decode_kernel, spec=params.spec, scale=params.scale,
-      cap=params.logits_soft_cap, group=group, rows=rows, s=s, block_r=block_r,
+      cap=params.logits_soft_cap, group=group, t=t, s=s, block_r=block_r,
       block_k=block_k, head_dim=h, splits=splits, page_size=page_size)
   if page_size is None:  # no table operand: bind the ref to None
     kernel = _without_table(kernel)
   part = lambda i: (i // splits, i % splits)
-  o_part, lse_part = pl.pallas_call(
+  # One split: the kernel's normalised output is final (no combine launch).
+  o_part, lse2 = pl.pallas_call(
       kernel,
       grid=(row_tiles * splits, b, kh),
       in_specs=[
           pl.BlockSpec((None, None, rows, hp), lambda i, bi, hi: (bi, hi, 0, 0)),
-          kv_spec, kv_spec, lens_spec, *table_specs],
+          kv_spec, kv_spec, length, length, *table_specs],
       out_specs=[
           pl.BlockSpec((None, None, None, block_r, hp),
                        lambda i, bi, hi: (bi, hi, part(i)[1], part(i)[0], 0)),
           pl.BlockSpec((None, None, None, block_r),
                        lambda i, bi, hi: (bi, hi, part(i)[1], part(i)[0])),
       ],
-      out_shape=[jax.ShapeDtypeStruct((b, kh, splits, rows, h), jnp.float32),
+      out_shape=[jax.ShapeDtypeStruct((b, kh, splits, rows, h),
+                                      jnp.float32 if splits > 1 else q.dtype),
                  jax.ShapeDtypeStruct((b, kh, splits, rows), jnp.float32)],
       compiler_params=plgpu.CompilerParams(num_warps=cfg.num_warps,
                                            num_stages=cfg.num_stages),
       interpret=params.interpret,
       name="pallas_flash_decode" if page_size is None else "pallas_flash_paged_decode",
-  )(q_rows, k, v, lens, *table_ops)
-  out, lse = combine(o_part, lse_part)  # [B, K, R, H], [B, K, R]
+  )(q_rows, k, v, arrays.q_len, arrays.kv_len, *table_ops)
+  if splits > 1:
+    out, lse = _combine(o_part, lse2, q.dtype, head_dim=h,
+                        interpret=params.interpret)  # [B, K, R, H], [B, K, R]
+  else:
+    out, lse2 = o_part[:, :, 0], lse2[:, :, 0]
+    lse = jnp.where(lse2 == -jnp.inf, jnp.inf, lse2 * tiles.LN2)
   out = out.reshape(b, kh, t, group, h).transpose(0, 2, 1, 3, 4).reshape(b, t, n, h)
   lse = lse.reshape(b, kh, t, group).transpose(0, 1, 3, 2).reshape(b, n, t)
-  return out.astype(q.dtype), lse
+  return out, lse
 
 
 def _without_table(kernel):
-  def call(q_ref, k_ref, v_ref, lens_ref, o_ref, lse_ref):
-    kernel(q_ref, k_ref, v_ref, lens_ref, None, o_ref, lse_ref)
+  def call(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, o_ref, lse_ref):
+    kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, None, o_ref, lse_ref)
   return call
 
 
