@@ -221,11 +221,11 @@ def _free_bytes():
 # waves=1 at B1 (2.19); the default (128, 4 warps, 3 stages, waves 2) was
 # within 1% of the best on both.  These are the variants left to compare.
 SWEEP = [DecodeConfig(),
+         DecodeConfig(waves=1),  # B32: one split, no combine kernel
          DecodeConfig(block_k=64, num_warps=4, num_stages=3),
          DecodeConfig(block_k=64, num_warps=4, num_stages=4),
-         DecodeConfig(waves=1),  # B32: one split, no combine kernel
-         DecodeConfig(waves=3),
-         DecodeConfig(block_k=256, num_warps=4, num_stages=2)]
+         DecodeConfig(block_k=256, num_warps=4, num_stages=2),
+         DecodeConfig(waves=3)]
 
 
 def sweep(args, deadline, peak):
@@ -284,7 +284,7 @@ def main(argv=None):
   p.add_argument("--sample-s", type=float, default=0.05)
   p.add_argument("--budget-s", type=float, default=1e9)
   p.add_argument("--sweep", action="store_true")
-  p.add_argument("--sweep-cells", default="1:1:128k,1:1:32k,32:1:4k")
+  p.add_argument("--sweep-cells", default="1:1:128k,32:1:4k,32:1:32k ragged")
   args = p.parse_args(argv)
   deadline = time.time() + args.budget_s
   dev = jax.devices()[0]
