@@ -230,7 +230,8 @@ SWEEP = [DecodeConfig(),
 
 def sweep(args, deadline, peak):
   rows = []
-  for label, b, t, s, ragged in [c for c in CELLS if c[0] in args.sweep_cells]:
+  for label, b, t, s, ragged in [c for c in CELLS
+                                  if c[0] in args.sweep_cells.split(",")]:
     q, k, v, lens = cell_inputs(b, t, s, ragged)
     nbytes = step_bytes(b, t, s, lens)
     copies = copies_for(nbytes)
