@@ -191,6 +191,47 @@ def test_bad_inputs():
     DecodeConfig(num_splits=0)
 
 
+def test_lowers_for_cuda(monkeypatch):
+  """The Pallas -> Triton lowering, which interpret mode skips, runs on any
+  machine: lower for CUDA (sm_90) without a GPU, through the public path
+  (dispatch, custom_vjp, the Triton backward under grad), one split (no
+  combine), and the paged gather at a 4 GiB+ pool (64-bit offsets)."""
+  import types
+  from jax._src.pallas.triton import pallas_call_registration as registration
+  monkeypatch.setattr(registration, "gpu_info_lib", types.SimpleNamespace(
+      get_gpu_info=lambda: types.SimpleNamespace(compute_capability="9.0")))
+  monkeypatch.setattr(api, "_on_gpu", lambda: True)
+  monkeypatch.setattr(api, "_is_hopper", lambda: False)
+  monkeypatch.setattr(kernel, "sm_count", lambda: 132)
+  lower = lambda f, *a: jax.jit(f).trace(*a).lower(
+      lowering_platforms=("cuda",)).as_text()
+  q = jax.ShapeDtypeStruct((2, 3, 32, 80), jnp.bfloat16)
+  kv = jax.ShapeDtypeStruct((2, 4096, 8, 80), jnp.bfloat16)
+  loss = lambda q, k, v: pf.flash_attention(
+      q, k, v, is_causal=True, causal_alignment="bottom_right").astype(
+          jnp.float32).sum()
+  text = lower(jax.grad(loss, (0, 1, 2)), q, kv, kv)
+  for name in ("pallas_flash_decode", "pallas_flash_decode_combine",
+               "pallas_flash_bwd_dkdv", "pallas_flash_bwd_dq"):
+    assert name in text, name
+  q1 = jax.ShapeDtypeStruct((32, 1, 32, 128), jnp.bfloat16)
+  kv1 = jax.ShapeDtypeStruct((32, 4096, 8, 128), jnp.bfloat16)
+  text = lower(lambda q, k: pf.flash_attention(
+      q, k, k, implementation="triton", config=DecodeConfig(num_splits=1)),
+      q1, kv1)
+  assert "pallas_flash_decode" in text and "combine" not in text
+  # f32 d256: block_k shrinks to fit kernel.SMEM_BUDGET
+  q2 = jax.ShapeDtypeStruct((1, 1, 4, 256), jnp.float32)
+  kv2 = jax.ShapeDtypeStruct((1, 4096, 1, 256), jnp.float32)
+  assert "pallas_flash_decode" in lower(pf.flash_attention, q2, kv2, kv2)
+  pages = jax.ShapeDtypeStruct((2100, 1024, 8, 128), jnp.bfloat16)  # 4.1 GiB
+  table = jax.ShapeDtypeStruct((32, 64), jnp.int32)
+  lens = jax.ShapeDtypeStruct((32,), jnp.int32)
+  text = lower(lambda q, p, t, n: kv_cache.paged_attention(
+      q, p, p, t, n, implementation="pallas"), q1, pages, table, lens)
+  assert "pallas_flash_paged_decode" in text
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not ON_GPU, reason="serving sizes need a GPU")
 @pytest.mark.parametrize("b,t,s", [(1, 1, 32768), (4, 16, 8192)])

@@ -178,14 +178,14 @@ def paged_attention(q, k_pages, v_pages, block_table, lengths, *,
   jax.eval_shape(validate, q, kv, kv, lengths)
   spec, scale, cap = seen["spec"], seen["scale"], seen["cap"]
   arrays = masks.MaskArrays(jnp.full((b,), q.shape[1], jnp.int32), lengths)
-  if implementation == "xla" or (implementation is None and jax.default_backend() != "gpu"):
+  if implementation == "xla" or (implementation is None and not api._on_gpu()):
     k, v = (_gather_pages(x, table) for x in (k_pages, v_pages))
     out, _ = reference.attention(q, k, v, None, arrays, spec=spec, scale=scale,
                                  logits_soft_cap=cap)
     return out
   params = KernelParams(spec=spec, scale=scale, logits_soft_cap=cap,
                         forward="decode", config=config,
-                        interpret=jax.default_backend() != "gpu")
+                        interpret=not api._on_gpu())
   return _paged(params, q, k_pages, v_pages, table, arrays)
 
 

@@ -58,6 +58,12 @@ MIN_S_PER_T = 8
 _INTERPRET_CORES = 8  # SM count assumed off-GPU (interpret mode)
 # The combine kernel holds all splits of its rows in registers.
 MAX_SPLITS = 64
+# Shared memory for the pipelined K/V tiles: Triton keeps num_stages - 1
+# buffers of the [block_k, Hp] K and V tiles (bf16 d128, block_k 128,
+# 3 stages: 128 KiB, which ran on the H100).  block_k is halved until the
+# estimate fits this budget (A100: 164 KiB per block; H100/H200: 227 KiB), so
+# f32 or d256 inputs get smaller tiles instead of a launch failure.
+SMEM_BUDGET = 160 * 1024
 
 
 def _pow2(x: int) -> bool:
@@ -294,10 +300,13 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
   cfg = params.config or DecodeConfig()
   block_r = max(16, min(cfg.block_rows, pl.next_power_of_2(rows)))
   block_k = max(16, min(cfg.block_k, pl.next_power_of_2(s)))
+  hp = pl.next_power_of_2(max(h, 16))
+  buffers = 2 * max(cfg.num_stages - 1, 1)  # K and V tiles per stage
+  while block_k > 16 and buffers * block_k * hp * q.dtype.itemsize > SMEM_BUDGET:
+    block_k //= 2
   cfg = dataclasses.replace(cfg, block_k=block_k)
   row_tiles = pl.cdiv(rows, block_r)
   splits = num_splits(cfg, programs=b * kh * row_tiles, s=s)
-  hp = pl.next_power_of_2(max(h, 16))
   # [B, T, N, H] -> [B, K, T * G, H]: row r = t * G + g of kv head k
   q_rows = q.reshape(b, t, kh, group, h).transpose(0, 2, 1, 3, 4).reshape(
       b, kh, rows, h)
