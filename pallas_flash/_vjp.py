@@ -23,6 +23,9 @@ def _forward_impl(params: KernelParams):
   if params.forward == "mosaic":
     from pallas_flash.mosaic import forward as mosaic_forward  # Hopper only
     return mosaic_forward.forward
+  if params.forward == "decode":  # split-KV; its backward is the Triton one
+    from pallas_flash.decode import kernel as decode_kernel
+    return decode_kernel.forward
   raise ValueError(f"unknown forward backend {params.forward!r}")
 
 
@@ -35,6 +38,9 @@ def check_supported(params: KernelParams, q, k, v, bias):
   if params.forward == "mosaic":
     from pallas_flash.mosaic import forward as mosaic_forward
     mosaic_forward.check_supported(params, q, k, v)
+  if params.forward == "decode":
+    from pallas_flash.decode import kernel as decode_kernel
+    decode_kernel.check_supported(params, q, k)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))

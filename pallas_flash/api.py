@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pallas_flash import masks, reference
+from pallas_flash.decode import kernel as decode
 from pallas_flash.params import KernelParams
 
 Implementation = Literal["xla", "triton", "mosaic"]
@@ -90,7 +91,10 @@ def flash_attention(
     key_value_segment_ids: int ``[B, S]``; defaults to ``query_segment_ids``
       when T == S.
     logits_soft_cap: ``cap``: logits become ``cap * tanh(logits / cap)``.
-    config: backend tuning (``pallas_flash.TritonConfig`` for ``"triton"``,
+    config: backend tuning (``pallas_flash.TritonConfig`` for ``"triton"``;
+      a ``pallas_flash.decode.DecodeConfig`` with ``"triton"`` forces the
+      split-KV decode kernel, which ``None`` picks on a GPU for T <= 64 query
+      tokens against S >= 8 T keys without segment ids or a dense mask;
       ``pallas_flash.MosaicConfig`` for ``"mosaic"``, whose ``backward``
       field takes a ``pallas_flash.MosaicBackwardConfig``); ``None`` takes
       the measured per-head-dim default.
@@ -145,13 +149,19 @@ def _dispatch(q, k, v, bias, arrays, spec, scale, cap, implementation, config):
     if not _on_gpu():
       return reference.attention(q, k, v, bias, arrays, spec=spec, scale=scale,
                                  logits_soft_cap=cap)
-    candidates = (["mosaic"] if _is_hopper() and _has_mosaic() else []) + ["triton"]
+    # Few query tokens against a long K/V (decoding): the split-KV kernel.
+    candidates = ((["decode"] if decode.suits(q.shape[1], k.shape[1], spec,
+                                              bias is not None) else [])
+                  + (["mosaic"] if _is_hopper() and _has_mosaic() else [])
+                  + ["triton"])
+  elif implementation == "triton" and isinstance(config, decode.DecodeConfig):
+    candidates = ["decode"]  # forced split-KV kernel
   else:
     candidates = [implementation]
   for i, backend in enumerate(candidates):
     params = KernelParams(spec=spec, scale=scale, logits_soft_cap=cap,
                           forward=backend,
-                          config=config if backend == implementation else None,
+                          config=config if implementation is not None else None,
                           interpret=not _on_gpu())
     try:
       return _kernel_attention(params, q, k, v, bias, arrays)
