@@ -6,12 +6,12 @@ Issue 13's benchmark.  First, on the GPUs, correctness and communication:
   against the same call on one device: output and dq / dk / dv (relative L2
   error), the outputs' shardings, and the compiled fwd+bwd HLO, which must
   hold no collective at all;
-* ``ring_attention`` in ``shard_map`` (contiguous non-causal, zigzag causal,
-  zigzag causal GQA) against the float32 reference on the whole sequence,
+* ``ring_attention`` in ``shard_map`` (zigzag causal GQA, contiguous
+  non-causal) against the float32 reference on the whole sequence,
   next to the single-device kernel's error on the same inputs; its HLO may
   move data by collective-permutes only.
 
-Then per cell (bf16, head dim 128, 16 heads, S in ``--seqlens``, causal and
+Per cell (the first one before the checks) (bf16, head dim 128, 16 heads, S in ``--seqlens``, causal and
 not), in one process and interleaved (``benchmarks.run.time_interleaved``):
 
 * context parallel: one sequence (B = 1) on one GPU against the same
@@ -51,8 +51,11 @@ _NOT_PERMUTE = re.compile(r"all-gather|all-reduce|all-to-all|reduce-scatter")
 HEADS, HEAD_DIM = 16, 128
 
 
+_START = time.perf_counter()
+
+
 def log(*a):
-  print(*a, flush=True)
+  print(f"[{time.perf_counter() - _START:6.1f} s]", *a, flush=True)
 
 
 def _normal(key, shape, dtype=jnp.bfloat16):
@@ -124,34 +127,34 @@ def fwd_bwd_out(f):
 
 
 def check_ring(devices, size) -> list[dict]:
-  """Ring attention against the f32 reference, beside the 1-device kernel."""
+  """Ring attention against the f32 reference, beside the 1-device kernel.
+
+  The ring runs on arrays already in its layout's order (as real inputs
+  are made); the reference's results are put in that order to compare."""
   p = len(devices)
   mesh = jax.sharding.Mesh(np.array(devices), ("seq",))
   t = 8192 if size == "gpu" else 16 * p
   h, n = (HEAD_DIM, HEADS) if size == "gpu" else (32, 4)
   rows = []
-  for layout, causal, k_heads in [("contiguous", False, n),
-                                  ("zigzag", True, n),
-                                  ("zigzag", True, n // 4)]:
+  for layout, causal, k_heads in [("zigzag", True, n // 4),
+                                  ("contiguous", False, n)]:
     q, k, v, do = _qkv_do(1, t, n, k_heads, h, seed=2)
     f32 = lambda x: x.astype(jnp.float32)
     with jax.default_matmul_precision("highest"):
       ref = fwd_bwd_out(_attn(causal, "xla"))(f32(q), f32(k), f32(v), f32(do))
     one = fwd_bwd_out(_attn(causal, None if size == "gpu" else "triton"))(
         q, k, v, do)
-    ring = _ring(mesh, causal, layout,
-                 None if size == "gpu" else "triton")
-    if layout == "zigzag":
-      zz = functools.partial(pf.zigzag, num_devices=p)
-      glob = lambda q, k, v: zz(ring(zz(q), zz(k), zz(v)), inverse=True)
-    else:
-      glob = ring
-    put = lambda x: jax.device_put(x, NamedSharding(mesh, P(None, "seq")))
-    got = fwd_bwd_out(glob)(*(put(x) for x in (q, k, v, do)))
-    err_ring = [rel_l2(g, r) for g, r in zip(got, ref)]
+    order = (functools.partial(pf.zigzag, num_devices=p)
+             if layout == "zigzag" else lambda x: x)
+    put = lambda x: jax.device_put(order(x),
+                                   NamedSharding(mesh, P(None, "seq")))
+    args = tuple(put(x) for x in (q, k, v, do))
+    compiled = fwd_bwd_out(_ring(mesh, causal, layout, None if size == "gpu"
+                                 else "triton")).lower(*args).compile()
+    got = compiled(*args)
+    hlo = compiled.as_text()
+    err_ring = [rel_l2(g, order(r)) for g, r in zip(got, ref)]
     err_one = [rel_l2(g, r) for g, r in zip(one, ref)]
-    alone = fwd_bwd_out(ring)
-    hlo = alone.lower(*(put(x) for x in (q, k, v, do))).compile().as_text()
     # bf16 ring: rounding of the per-block outputs adds a little error.
     ok = (all(er <= 2 * eo + 2e-3 for er, eo in zip(err_ring, err_one))
           and "collective-permute" in hlo and not _NOT_PERMUTE.search(hlo))
@@ -190,13 +193,16 @@ def bench_cell(devices, t, causal, reps, sample_s, hlo_out=None) -> dict:
       "1gpu_b1_fwd": (jax.jit(attn), tuple(one(x) for x in (q, k, v))),
       "ring_fwd": (jax.jit(ring), tuple(seq(x) for x in (q, k, v))),
   }
-  compile_s = {}
+  compile_s, hlo = {}, {}
   for name, (f, args) in calls.items():
     t0 = time.perf_counter()
-    jax.block_until_ready(f(*args))
+    compiled = f.lower(*args).compile()
+    jax.block_until_ready(compiled(*args))
     compile_s[name] = time.perf_counter() - t0
-  batch_hlo = fb_attn.lower(*calls["batch"][1]).compile().as_text()
-  ring_hlo = fb_ring.lower(*calls["ring"][1]).compile().as_text()
+    log(f"    {name}: compiled and ran once in {compile_s[name]:.1f} s")
+    hlo[name] = compiled.as_text()
+    calls[name] = (compiled, args)
+  batch_hlo, ring_hlo = hlo["batch"], hlo["ring"]
   if hlo_out:
     with open(hlo_out, "w") as f:
       f.write(ring_hlo)
@@ -245,11 +251,12 @@ def main(argv=None) -> int:
                   default=[131072, 32768, 65536])
   ap.add_argument("--causal", choices=("both", "causal", "full"),
                   default="both")
-  ap.add_argument("--reps", type=int, default=5)
+  ap.add_argument("--reps", type=int, default=3)
   ap.add_argument("--sample-ms", type=float, default=50.0)
   ap.add_argument("--budget", type=float, default=1e9,
                   help="seconds after which no new cell starts")
-  ap.add_argument("--skip-checks", action="store_true")
+  ap.add_argument("--checks", choices=("all", "ring", "none"), default="all",
+                  help="which GPU checks run (after the first cell)")
   ap.add_argument("--out", default="")
   args = ap.parse_args(argv)
   start = time.perf_counter()
@@ -271,14 +278,20 @@ def main(argv=None) -> int:
     with open(os.path.join(args.out, "results.json"), "w") as f:
       json.dump(out, f, indent=1, default=str)
 
-  if not args.skip_checks:
+  def checks():
     log("checks")
-    out["checks"] = check_partitioned(devices, size) + check_ring(devices, size)
+    if args.checks == "all":
+      out["checks"] += check_partitioned(devices, size)
+    if args.checks != "none":
+      out["checks"] += check_ring(devices, size)
     save()
-  cells = [(t, c) for t in args.seqlens for c in
-           {"both": (True, False), "causal": (True,), "full": (False,)}[
-               args.causal]]
+
+  cells = [(t, c) for c in {"both": (True, False), "causal": (True,),
+                            "full": (False,)}[args.causal]
+           for t in args.seqlens]
   for i, (t, causal) in enumerate(cells):
+    if i == 1:  # the first cell (the headline) before the checks
+      checks()
     if time.perf_counter() - start > args.budget:
       log(f"budget of {args.budget:.0f} s spent: skipped {cells[i:]}")
       out["skipped"] = cells[i:]
@@ -288,6 +301,8 @@ def main(argv=None) -> int:
     out["cells"].append(bench_cell(devices, t, causal, args.reps,
                                    args.sample_ms / 1e3, hlo))
     save()
+  if len(cells) < 2:
+    checks()
   text = table(out["cells"], len(devices))
   checks = [f"{c['check']}: {'ok' if c['ok'] else 'FAILED'}"
             for c in out["checks"]]

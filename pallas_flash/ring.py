@@ -21,8 +21,10 @@ the queries of chunk i > j, causal for j = i, and skipped for j > i.  With a
 contiguous split the last device does P blocks and the first one.  The
 "zigzag" layout (Brandon et al. 2023, "Striped Attention", and the zig-zag
 split of Megatron's context parallelism) cuts the sequence into 2P chunks and
-gives device i chunks i and 2P - 1 - i: every device then does two causal
-half-blocks at its own step and two full half-blocks at each other step.
+gives device i chunks i and 2P - 1 - i: every device then does one causal
+call on its share at its own step and one half-size full call at each other
+step (``_plan``).  Each step is one kernel call (a ``lax.cond`` picks which
+where it depends on the device), so the kernels run on large blocks.
 
 Letters: B batch, T / S local query / key chunk length, N / K query / kv
 heads, H head dim; layout [B, T, N, H] as everywhere.
@@ -38,9 +40,6 @@ import jax.numpy as jnp
 
 from pallas_flash import api, masks
 from pallas_flash.params import KernelParams
-
-_SKIP, _CAUSAL, _FULL = 0, 1, 2  # how a K/V chunk meets the local queries
-
 
 def _kernels():
   from pallas_flash import _vjp  # imports the kernels lazily, as api does
@@ -150,29 +149,56 @@ class _Static:
   zigzag: bool
 
 
+@dataclasses.dataclass(frozen=True)
+class _Block:
+  """One kernel call: query rows x key rows of the local share (``None``:
+  all rows, 0 / 1: the first / second half), causal diagonal or none."""
+  q_part: int | None = None
+  kv_part: int | None = None
+  causal: bool = False
+
+
 def _block_params(static: _Static, causal: bool) -> KernelParams:
   """A block with a causal diagonal (top-left) or without a mask."""
   return dataclasses.replace(static.params,
                              spec=masks.MaskSpec(is_causal=causal))
 
 
-def _chunks(static: _Static, device):
-  """Global chunk ids of the parts of a device's share (traced)."""
-  if not static.zigzag:
-    return (device,)
-  return device, 2 * lax.axis_size(static.axis_name) - 1 - device
+def _plan(static: _Static, step: int):
+  """(pred, block, other) of ring step ``step`` (keys of device me - step):
+  ``block`` where ``pred`` (None: always), else ``other`` (None: skip).
 
-
-def _parts(static: _Static, x):
-  return jnp.split(x, 2, axis=1) if static.zigzag else [x]
-
-
-def _kind(static: _Static, q_chunk, kv_chunk):
-  """_SKIP / _CAUSAL / _FULL for a (query chunk, key chunk) pair."""
+  Causal, step 0: the local share against itself is causal top-left, in
+  both layouts (zigzag: the share's second chunk sees all of its first).
+  Later steps bring the keys of device src = me - step (mod P), which lie
+  before the local queries iff me >= step.  Contiguous: then fully visible,
+  else skipped.  Zigzag (chunks me, 2P-1-me against src, 2P-1-src): either
+  all queries see the first key chunk, or the second query chunk sees both;
+  one half-size call either way (Brandon et al. 2023's balance).
+  """
   if not static.is_causal:
-    return jnp.int32(_FULL)
-  return jnp.where(kv_chunk < q_chunk, _FULL,
-                   jnp.where(kv_chunk == q_chunk, _CAUSAL, _SKIP))
+    return None, _Block(), None
+  if step == 0:
+    return None, _Block(causal=True), None
+  earlier = lax.axis_index(static.axis_name) >= step
+  if not static.zigzag:
+    return earlier, _Block(), None
+  return earlier, _Block(kv_part=0), _Block(q_part=1)
+
+
+def _half(x, part, axis=1):
+  if part is None:
+    return x
+  return jnp.split(x, 2, axis=axis)[part]
+
+
+def _put(x, part, value, axis=1):
+  """``x`` with ``_half(x, part, axis)`` replaced by ``value``."""
+  if part is None:
+    return value
+  halves = jnp.split(x, 2, axis=axis)
+  halves[part] = value
+  return jnp.concatenate(halves, axis=axis)
 
 
 def _lengths(q, k) -> masks.MaskArrays:
@@ -188,61 +214,50 @@ def _shift(static: _Static, *xs):
   return tuple(lax.ppermute(x, static.axis_name, perm) for x in xs)
 
 
-def _blocks(static: _Static, step: int):
-  """The (query part, key part, kind) pairs of ring step ``step``: the keys
-  this device holds then are those of device me - step."""
-  p = lax.axis_size(static.axis_name)
-  me = lax.axis_index(static.axis_name)
-  src = lax.rem(me - step + p, p)
-  return [(a, c, _kind(static, cq, ck))
-          for a, cq in enumerate(_chunks(static, me))
-          for c, ck in enumerate(_chunks(static, src))]
-
-
-def _switch(kind, skip, block, *args):
-  """lax.switch over _SKIP / _CAUSAL / _FULL."""
-  return lax.switch(kind, [skip, functools.partial(block, True),
-                           functools.partial(block, False)], *args)
+def _run(static: _Static, step: int, apply, state):
+  """``apply(block, state)`` for the block of step ``step`` (lax.cond
+  between the two where it depends on the device)."""
+  pred, block, other = _plan(static, step)
+  run = lambda blk, st: st if blk is None else apply(blk, st)
+  if pred is None:
+    return run(block, state)
+  return lax.cond(pred, functools.partial(run, block),
+                  functools.partial(run, other), state)
 
 
 def _forward(static: _Static, q, k, v):
   """(out [B, T, N, H] q.dtype, lse [B, N, T] f32, +inf on rows that see
   no key: the kernels' backend contract)."""
-  q_parts = _parts(static, q)
-  arrays = _lengths(q_parts[0], _parts(static, k)[0])
-  outs = [jnp.zeros(x.shape, jnp.float32) for x in q_parts]
-  lses = [jnp.full((x.shape[0], x.shape[2], x.shape[1]), -jnp.inf,
-                   jnp.float32) for x in q_parts]
-
-  def block(causal, qa, kc, vc):
-    params = _block_params(static, causal)
-    o, l = _kernels()._forward_impl(params)(qa, kc, vc, arrays, params)
-    return o.astype(jnp.float32), jnp.where(jnp.isinf(l), -jnp.inf, l)
-
-  def skip(qa, kc, vc):
-    del kc, vc
-    return (jnp.zeros(qa.shape, jnp.float32),
-            jnp.full((qa.shape[0], qa.shape[2], qa.shape[1]), -jnp.inf,
-                     jnp.float32))
-
+  b, t, n, _ = q.shape
   to_rows = lambda x: jnp.transpose(x, (0, 2, 1))[..., None]  # [B, T, N, 1]
+
+  def apply(kb, vb, blk: _Block, state):
+    out, lse = state
+    qa = _half(q, blk.q_part)
+    kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
+    params = _block_params(static, blk.causal)
+    o_b, l_b = _kernels()._forward_impl(params)(qa, kc, vc, _lengths(qa, kc),
+                                                params)
+    l_b = jnp.where(jnp.isinf(l_b), -jnp.inf, l_b)
+    # -- merge (FA-2 Alg. 1's rescaling, across blocks)
+    out_a, lse_a = _half(out, blk.q_part), _half(lse, blk.q_part, axis=2)
+    new = jnp.logaddexp(lse_a, l_b)
+    ref = jnp.where(jnp.isneginf(new), 0.0, new)
+    out_a = (out_a * to_rows(jnp.exp(lse_a - ref))
+             + o_b.astype(jnp.float32) * to_rows(jnp.exp(l_b - ref)))
+    return (_put(out, blk.q_part, out_a),
+            _put(lse, blk.q_part, new, axis=2))
+
+  state = (jnp.zeros(q.shape, jnp.float32),
+           jnp.full((b, n, t), -jnp.inf, jnp.float32))
   kb, vb = k, v
-  for step in range(lax.axis_size(static.axis_name)):
-    k_parts, v_parts = _parts(static, kb), _parts(static, vb)
-    for a, c, kind in _blocks(static, step):
-      o_b, l_b = _switch(kind, skip, block, q_parts[a], k_parts[c],
-                         v_parts[c])
-      # -- merge (FA-2 Alg. 1's rescaling, across blocks)
-      new = jnp.logaddexp(lses[a], l_b)
-      ref = jnp.where(jnp.isneginf(new), 0.0, new)
-      outs[a] = (outs[a] * to_rows(jnp.exp(lses[a] - ref))
-                 + o_b * to_rows(jnp.exp(l_b - ref)))
-      lses[a] = new
-    if step + 1 < lax.axis_size(static.axis_name):
+  p = lax.axis_size(static.axis_name)
+  for step in range(p):
+    state = _run(static, step, functools.partial(apply, kb, vb), state)
+    if step + 1 < p:
       kb, vb = _shift(static, kb, vb)
-  out = jnp.concatenate(outs, axis=1).astype(q.dtype)
-  lse = jnp.concatenate(lses, axis=2)
-  return out, jnp.where(jnp.isneginf(lse), jnp.inf, lse)
+  out, lse = state
+  return out.astype(q.dtype), jnp.where(jnp.isneginf(lse), jnp.inf, lse)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -258,44 +273,31 @@ def _ring_fwd(static, q, k, v):
 def _ring_bwd(static, residuals, d_out):
   q, k, v, out, lse = residuals
   d_out = d_out.astype(q.dtype)
-  q_parts, out_parts, do_parts = (_parts(static, x) for x in (q, out, d_out))
-  lse_parts = jnp.split(lse, 2, axis=2) if static.zigzag else [lse]
-  arrays = _lengths(q_parts[0], _parts(static, k)[0])
 
-  def block(causal, a, kc, vc):
-    params = _block_params(static, causal)
-    grads = _kernels()._backward_impl(params, q_parts[a], kc, vc)(
-        q_parts[a], kc, vc, arrays, out_parts[a], lse_parts[a], do_parts[a],
-        params)
-    return tuple(g.astype(jnp.float32) for g in grads)
+  def apply(kb, vb, blk: _Block, state):
+    dq, dk, dv = state
+    qa, out_a, do_a = (_half(x, blk.q_part) for x in (q, out, d_out))
+    lse_a = _half(lse, blk.q_part, axis=2)
+    kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
+    params = _block_params(static, blk.causal)
+    dq_b, dk_b, dv_b = _kernels()._backward_impl(params, qa, kc, vc)(
+        qa, kc, vc, _lengths(qa, kc), out_a, lse_a, do_a, params)
+    add = lambda acc, part, g: _put(
+        acc, part, _half(acc, part) + g.astype(jnp.float32))
+    return (add(dq, blk.q_part, dq_b), add(dk, blk.kv_part, dk_b),
+            add(dv, blk.kv_part, dv_b))
 
-  def skip(a, kc, vc):
-    return (jnp.zeros(q_parts[a].shape, jnp.float32),
-            jnp.zeros(kc.shape, jnp.float32), jnp.zeros(vc.shape, jnp.float32))
-
-  dq = [jnp.zeros(x.shape, jnp.float32) for x in q_parts]
-  dk = jnp.zeros(k.shape, jnp.float32)  # travel with their K/V share
-  dv = jnp.zeros(v.shape, jnp.float32)
+  # dQ accumulates here; the dK / dV accumulators travel with their share.
+  dq, dk, dv = (jnp.zeros(x.shape, jnp.float32) for x in (q, k, v))
   kb, vb = k, v
   p = lax.axis_size(static.axis_name)
   for step in range(p):
-    k_parts, v_parts = _parts(static, kb), _parts(static, vb)
-    dk_parts, dv_parts = _parts(static, dk), _parts(static, dv)
-    for a, c, kind in _blocks(static, step):
-      dq_b, dk_b, dv_b = _switch(
-          kind, lambda kc, vc, a=a: skip(a, kc, vc),
-          lambda causal, kc, vc, a=a: block(causal, a, kc, vc),
-          k_parts[c], v_parts[c])
-      dq[a] = dq[a] + dq_b
-      dk_parts[c] = dk_parts[c] + dk_b
-      dv_parts[c] = dv_parts[c] + dv_b
-    dk = jnp.concatenate(dk_parts, axis=1)
-    dv = jnp.concatenate(dv_parts, axis=1)
+    dq, dk, dv = _run(static, step, functools.partial(apply, kb, vb),
+                      (dq, dk, dv))
     if step + 1 < p:
       kb, vb, dk, dv = _shift(static, kb, vb, dk, dv)
     else:  # one more hop brings every share's dK / dV home
       dk, dv = _shift(static, dk, dv)
-  dq = jnp.concatenate(dq, axis=1)
   return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype)
 
 
