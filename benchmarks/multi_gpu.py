@@ -7,7 +7,7 @@ Issue 13's benchmark.  First, on the GPUs, correctness and communication:
   error), the outputs' shardings, and the compiled fwd+bwd HLO, which must
   hold no collective at all;
 * ``ring_attention`` in ``shard_map`` (zigzag causal GQA, contiguous
-  non-causal) against the float32 reference on the whole sequence,
+  non-causal, zigzag causal with segment ids and key lengths) against the float32 reference on the whole sequence,
   next to the single-device kernel's error on the same inputs; its HLO may
   move data by collective-permutes only.
 
@@ -73,13 +73,19 @@ def _attn(causal, implementation=None):
                            implementation=implementation)
 
 
-def _ring(mesh, causal, layout, implementation=None):
-  """fwd(q, k, v) over shares of axis "seq" (arrays already in layout order)."""
+def _ring(mesh, causal, layout, implementation=None, masks=None):
+  """fwd(q, k, v) over shares of axis "seq" (arrays already in layout order);
+  ``masks``: {lengths [B] (replicated) and segment ids [B, T] (shared)}."""
   spec = P(None, "seq")
-  return jax.shard_map(
-      functools.partial(pf.ring_attention, axis_name="seq", is_causal=causal,
-                        layout=layout, implementation=implementation),
-      mesh=mesh, in_specs=(spec,) * 3, out_specs=spec, check_vma=False)
+  masks = masks or {}
+  ring = jax.shard_map(
+      lambda q, k, v, m: pf.ring_attention(
+          q, k, v, axis_name="seq", is_causal=causal, layout=layout,
+          implementation=implementation, **m),
+      mesh=mesh, in_specs=(spec,) * 3 + (
+          {name: P() if x.ndim == 1 else spec for name, x in masks.items()},),
+      out_specs=spec, check_vma=False)
+  return lambda q, k, v: ring(q, k, v, masks)
 
 
 def _collectives(hlo: str) -> dict:
@@ -136,21 +142,29 @@ def check_ring(devices, size) -> list[dict]:
   t = 8192 if size == "gpu" else 16 * p
   h, n = (HEAD_DIM, HEADS) if size == "gpu" else (32, 4)
   rows = []
-  for layout, causal, k_heads in [("zigzag", True, n // 4),
-                                  ("contiguous", False, n)]:
+  # Packed: two documents and 3% padding tokens (-1), keys cut at 90%.
+  seg = jnp.where(jnp.arange(t) < t // 3, 0, 1).at[t - t // 32:].set(-1)
+  packed = dict(query_segment_ids=seg[None], key_value_seq_lengths=jnp.array(
+      [t - t // 10], jnp.int32))
+  for layout, causal, k_heads, kw in [("zigzag", True, n // 4, {}),
+                                      ("contiguous", False, n, {}),
+                                      ("zigzag", True, n // 4, packed)]:
     q, k, v, do = _qkv_do(1, t, n, k_heads, h, seed=2)
     f32 = lambda x: x.astype(jnp.float32)
     with jax.default_matmul_precision("highest"):
-      ref = fwd_bwd_out(_attn(causal, "xla"))(f32(q), f32(k), f32(v), f32(do))
-    one = fwd_bwd_out(_attn(causal, None if size == "gpu" else "triton"))(
-        q, k, v, do)
+      ref = fwd_bwd_out(functools.partial(_attn(causal, "xla"), **kw))(
+          f32(q), f32(k), f32(v), f32(do))
+    one = fwd_bwd_out(functools.partial(
+        _attn(causal, None if size == "gpu" else "triton"), **kw))(q, k, v, do)
     order = (functools.partial(pf.zigzag, num_devices=p)
              if layout == "zigzag" else lambda x: x)
     put = lambda x: jax.device_put(order(x),
                                    NamedSharding(mesh, P(None, "seq")))
     args = tuple(put(x) for x in (q, k, v, do))
-    compiled = fwd_bwd_out(_ring(mesh, causal, layout, None if size == "gpu"
-                                 else "triton")).lower(*args).compile()
+    ring_kw = {name: x if x.ndim == 1 else order(x) for name, x in kw.items()}
+    compiled = fwd_bwd_out(_ring(
+        mesh, causal, layout, None if size == "gpu" else "triton",
+        ring_kw)).lower(*args).compile()
     got = compiled(*args)
     hlo = compiled.as_text()
     err_ring = [rel_l2(g, order(r)) for g, r in zip(got, ref)]
@@ -159,7 +173,7 @@ def check_ring(devices, size) -> list[dict]:
     ok = (all(er <= 2 * eo + 2e-3 for er, eo in zip(err_ring, err_one))
           and "collective-permute" in hlo and not _NOT_PERMUTE.search(hlo))
     rows.append(dict(check=f"ring {layout} {'causal' if causal else 'full'}"
-                     f" K={k_heads}", shape=[1, t, n, k_heads, h],
+                     f" K={k_heads}{' segments+kv_len' if kw else ''}", shape=[1, t, n, k_heads, h],
                      err_ring_vs_f32=err_ring, err_1dev_vs_f32=err_one,
                      collectives=_collectives(hlo), ok=bool(ok)))
     log(f"  {rows[-1]}")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import NamedTuple
 
 import jax
 from jax import lax
@@ -48,6 +49,9 @@ def _kernels():
 
 def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
                    layout: str = "contiguous", scale: float | None = None,
+                   query_seq_lengths=None, key_value_seq_lengths=None,
+                   query_segment_ids=None, key_value_segment_ids=None,
+                   causal_alignment: masks.CausalAlignment = "top_left",
                    logits_soft_cap: float | None = None,
                    implementation: str | None = None, config=None):
   """Attention over a sequence split across the devices of ``axis_name``.
@@ -60,7 +64,7 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
     key, value: ``[B, S, K, H]``, this device's key / value rows
       (N % K == 0).
     axis_name: the mesh axis the sequence is split over (P devices).
-    is_causal: causal over the whole sequence (top-left; needs T == S).
+    is_causal: causal over the whole sequence (needs T == S).
     layout: how the sequence is split.  ``"contiguous"``: device i holds
       chunk i of P.  ``"zigzag"``: the sequence is cut into 2P chunks and
       device i holds chunks i and 2P - 1 - i (put a global array in that
@@ -68,6 +72,18 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
       with ``zigzag(out, P, inverse=True)``); with ``is_causal`` every
       device then does the same work (Brandon et al. 2023's balancing).
     scale: default ``1 / sqrt(H)``.
+    query_seq_lengths, key_value_seq_lengths: int32 ``[B]``, lengths of the
+      *whole* sequence (the same on every device): rows / keys at global
+      positions ``>= length`` are padding.
+    query_segment_ids: int ``[B, T]``, this device's share of the packed
+      sequence ids (in the layout of ``query``); negative ids are padding.
+    key_value_segment_ids: int ``[B, S]``, this device's share for the
+      keys; defaults to ``query_segment_ids``.  They travel round the ring
+      with their K/V share.
+    causal_alignment: ``"top_left"`` or ``"bottom_right"``; the same
+      diagonal for equal whole lengths.  ``"bottom_right"`` with lengths
+      of a causal call needs per-block diagonal offsets, which the kernels
+      do not take yet: NotImplementedError.
     logits_soft_cap: ``cap * tanh(logits / cap)``.
     implementation: ``None`` (Mosaic GPU on Hopper, else Pallas-Triton;
       interpret mode on a CPU), ``"triton"`` or ``"mosaic"``.
@@ -83,10 +99,10 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
     NotImplementedError: ``implementation="xla"`` (no block backward with
       a given lse), or a backend that cannot take the input.
   """
-  q, k, v, _, _, spec, scale, cap, squeeze = api._validate(
-      query, key, value, None, None, scale, is_causal, None, None, None,
-      implementation, "top_left", None, None, logits_soft_cap)
-  del spec
+  q, k, v, _, arrays, spec, scale, cap, squeeze = api._validate(
+      query, key, value, None, None, scale, is_causal, query_seq_lengths,
+      key_value_seq_lengths, None, implementation, causal_alignment,
+      query_segment_ids, key_value_segment_ids, logits_soft_cap)
   if squeeze:
     raise ValueError(f"ring_attention takes [B, T, N, H] shares, got query "
                      f"{jnp.shape(query)}")
@@ -102,9 +118,20 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
   if implementation == "xla":
     raise NotImplementedError("ring_attention runs the kernels "
                               "(implementation 'triton' or 'mosaic')")
-  params = _params(q, k, v, scale, cap, implementation, config)
+  lengths = (query_seq_lengths, key_value_seq_lengths)
+  if is_causal and spec.bottom_right and any(x is not None for x in lengths):
+    # The diagonal then sits at kv_len - q_len per batch row, inside a block
+    # at an arbitrary offset; the kernels place it only at kv_len - q_len of
+    # the block's own lengths.
+    raise NotImplementedError(
+        "ring_attention with causal_alignment='bottom_right' and sequence "
+        "lengths needs per-block diagonal offsets in the kernels")
+  mask = _Mask(*(a if x is not None else None for a, x in
+                 zip(arrays[:2], lengths)), *arrays[2:4])
+  params = _params(q, k, v, scale, cap, spec.has_segments, implementation,
+                   config)
   return _ring(_Static(params, axis_name, is_causal, layout == "zigzag"),
-               q, k, v)
+               q, k, v, mask)
 
 
 def zigzag(x, num_devices: int, *, axis: int = 1, inverse: bool = False):
@@ -122,13 +149,24 @@ def zigzag(x, num_devices: int, *, axis: int = 1, inverse: bool = False):
   return jnp.concatenate([chunks[c] for c in order], axis=axis)
 
 
-def _params(q, k, v, scale, cap, implementation, config) -> KernelParams:
+class _Mask(NamedTuple):
+  """Whole-sequence lengths ([B], None: no padding) and the local segment
+  ids ([B, T] / [B, S] shares, or None)."""
+  q_len: jax.Array | None
+  kv_len: jax.Array | None
+  q_seg: jax.Array | None
+  kv_seg: jax.Array | None
+
+
+def _params(q, k, v, scale, cap, segments, implementation,
+            config) -> KernelParams:
   """The kernels' params of a non-causal block (the dispatcher's choice)."""
   candidates = ([implementation] if implementation else
                 (["mosaic"] if api._is_hopper() and api._has_mosaic() else [])
                 + ["triton"])
   for backend in candidates:
-    params = KernelParams(spec=masks.MaskSpec(), scale=scale,
+    params = KernelParams(spec=masks.MaskSpec(has_segments=segments),
+                          scale=scale,
                           logits_soft_cap=cap, forward=backend,
                           config=config if backend == implementation else None,
                           interpret=not api._on_gpu())
@@ -160,8 +198,8 @@ class _Block:
 
 def _block_params(static: _Static, causal: bool) -> KernelParams:
   """A block with a causal diagonal (top-left) or without a mask."""
-  return dataclasses.replace(static.params,
-                             spec=masks.MaskSpec(is_causal=causal))
+  return dataclasses.replace(static.params, spec=dataclasses.replace(
+      static.params.spec, is_causal=causal))
 
 
 def _plan(static: _Static, step: int):
@@ -201,17 +239,40 @@ def _put(x, part, value, axis=1):
   return jnp.concatenate(halves, axis=axis)
 
 
-def _lengths(q, k) -> masks.MaskArrays:
-  b = q.shape[0]
-  return masks.MaskArrays(jnp.full((b,), q.shape[1], jnp.int32),
-                          jnp.full((b,), k.shape[1], jnp.int32))
+def _local_length(static: _Static, length, device, part, rows: int):
+  """Rows of a block (``part`` of ``device``'s share, ``rows`` long) below
+  the whole-sequence ``length`` [B] (None: all).  Within a share global
+  positions increase (zigzag: chunk 2P-1-i follows chunk i), so the valid
+  rows are a prefix of the block: the kernels' length mask."""
+  if length is None:
+    return None
+  if static.zigzag:
+    c = rows if part is not None else rows // 2
+    chunks = (device, 2 * lax.axis_size(static.axis_name) - 1 - device)
+    starts = [chunks[part]] if part is not None else chunks
+    return sum(jnp.clip(length - g * c, 0, c) for g in starts)
+  return jnp.clip(length - device * rows, 0, rows)
+
+
+def _arrays(static: _Static, mask: _Mask, blk, src, qa, kc, kv_seg):
+  """The kernels' MaskArrays of block ``blk`` (keys of device ``src``)."""
+  me = lax.axis_index(static.axis_name)
+  full = lambda x, n: jnp.full((x.shape[0],), n, jnp.int32)
+  q_len = _local_length(static, mask.q_len, me, blk.q_part, qa.shape[1])
+  kv_len = _local_length(static, mask.kv_len, src, blk.kv_part, kc.shape[1])
+  segs = (None, None) if mask.q_seg is None else (
+      _half(mask.q_seg, blk.q_part), _half(kv_seg, blk.kv_part))
+  return masks.MaskArrays(
+      full(qa, qa.shape[1]) if q_len is None else q_len,
+      full(kc, kc.shape[1]) if kv_len is None else kv_len, *segs)
 
 
 def _shift(static: _Static, *xs):
   """Send each array to the next device of the ring (i -> i + 1)."""
   p = lax.axis_size(static.axis_name)
   perm = [(i, (i + 1) % p) for i in range(p)]
-  return tuple(lax.ppermute(x, static.axis_name, perm) for x in xs)
+  return tuple(None if x is None else lax.ppermute(x, static.axis_name, perm)
+               for x in xs)
 
 
 def _run(static: _Static, step: int, apply, state):
@@ -225,19 +286,25 @@ def _run(static: _Static, step: int, apply, state):
                   functools.partial(run, other), state)
 
 
-def _forward(static: _Static, q, k, v):
+def _source(static: _Static, step: int):
+  """The device whose K/V share this one holds at ring step ``step``."""
+  p = lax.axis_size(static.axis_name)
+  return lax.rem(lax.axis_index(static.axis_name) - step + p, p)
+
+
+def _forward(static: _Static, q, k, v, mask: _Mask):
   """(out [B, T, N, H] q.dtype, lse [B, N, T] f32, +inf on rows that see
   no key: the kernels' backend contract)."""
   b, t, n, _ = q.shape
   to_rows = lambda x: jnp.transpose(x, (0, 2, 1))[..., None]  # [B, T, N, 1]
 
-  def apply(kb, vb, blk: _Block, state):
+  def apply(step, kb, vb, kv_seg, blk: _Block, state):
     out, lse = state
     qa = _half(q, blk.q_part)
     kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
     params = _block_params(static, blk.causal)
-    o_b, l_b = _kernels()._forward_impl(params)(qa, kc, vc, _lengths(qa, kc),
-                                                params)
+    arrays = _arrays(static, mask, blk, _source(static, step), qa, kc, kv_seg)
+    o_b, l_b = _kernels()._forward_impl(params)(qa, kc, vc, arrays, params)
     l_b = jnp.where(jnp.isinf(l_b), -jnp.inf, l_b)
     # -- merge (FA-2 Alg. 1's rescaling, across blocks)
     out_a, lse_a = _half(out, blk.q_part), _half(lse, blk.q_part, axis=2)
@@ -250,38 +317,40 @@ def _forward(static: _Static, q, k, v):
 
   state = (jnp.zeros(q.shape, jnp.float32),
            jnp.full((b, n, t), -jnp.inf, jnp.float32))
-  kb, vb = k, v
+  kb, vb, sb = k, v, mask.kv_seg
   p = lax.axis_size(static.axis_name)
   for step in range(p):
-    state = _run(static, step, functools.partial(apply, kb, vb), state)
+    state = _run(static, step, functools.partial(apply, step, kb, vb, sb),
+                 state)
     if step + 1 < p:
-      kb, vb = _shift(static, kb, vb)
+      kb, vb, sb = _shift(static, kb, vb, sb)
   out, lse = state
   return out.astype(q.dtype), jnp.where(jnp.isneginf(lse), jnp.inf, lse)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _ring(static: _Static, q, k, v):
-  return _forward(static, q, k, v)[0]
+def _ring(static: _Static, q, k, v, mask: _Mask):
+  return _forward(static, q, k, v, mask)[0]
 
 
-def _ring_fwd(static, q, k, v):
-  out, lse = _forward(static, q, k, v)
-  return out, (q, k, v, out, lse)
+def _ring_fwd(static, q, k, v, mask):
+  out, lse = _forward(static, q, k, v, mask)
+  return out, (q, k, v, mask, out, lse)
 
 
 def _ring_bwd(static, residuals, d_out):
-  q, k, v, out, lse = residuals
+  q, k, v, mask, out, lse = residuals
   d_out = d_out.astype(q.dtype)
 
-  def apply(kb, vb, blk: _Block, state):
+  def apply(step, kb, vb, kv_seg, blk: _Block, state):
     dq, dk, dv = state
     qa, out_a, do_a = (_half(x, blk.q_part) for x in (q, out, d_out))
     lse_a = _half(lse, blk.q_part, axis=2)
     kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
     params = _block_params(static, blk.causal)
+    arrays = _arrays(static, mask, blk, _source(static, step), qa, kc, kv_seg)
     dq_b, dk_b, dv_b = _kernels()._backward_impl(params, qa, kc, vc)(
-        qa, kc, vc, _lengths(qa, kc), out_a, lse_a, do_a, params)
+        qa, kc, vc, arrays, out_a, lse_a, do_a, params)
     add = lambda acc, part, g: _put(
         acc, part, _half(acc, part) + g.astype(jnp.float32))
     return (add(dq, blk.q_part, dq_b), add(dk, blk.kv_part, dk_b),
@@ -289,16 +358,16 @@ def _ring_bwd(static, residuals, d_out):
 
   # dQ accumulates here; the dK / dV accumulators travel with their share.
   dq, dk, dv = (jnp.zeros(x.shape, jnp.float32) for x in (q, k, v))
-  kb, vb = k, v
+  kb, vb, sb = k, v, mask.kv_seg
   p = lax.axis_size(static.axis_name)
   for step in range(p):
-    dq, dk, dv = _run(static, step, functools.partial(apply, kb, vb),
-                      (dq, dk, dv))
+    dq, dk, dv = _run(static, step,
+                      functools.partial(apply, step, kb, vb, sb), (dq, dk, dv))
     if step + 1 < p:
-      kb, vb, dk, dv = _shift(static, kb, vb, dk, dv)
+      kb, vb, sb, dk, dv = _shift(static, kb, vb, sb, dk, dv)
     else:  # one more hop brings every share's dK / dV home
       dk, dv = _shift(static, dk, dv)
-  return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype)
+  return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None
 
 
 _ring.defvjp(_ring_fwd, _ring_bwd)

@@ -17,6 +17,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import pallas_flash as pf
+from cases import Case
 
 pytestmark = pytest.mark.skipif(len(jax.devices()) < 4,
                                 reason="needs 4 devices (4 host devices on CPU)")
@@ -75,6 +76,53 @@ def test_ring_matches_reference(layout, causal, n, k):
   assert not _OTHER_COLLECTIVES.search(hlo), _OTHER_COLLECTIVES.findall(hlo)
 
 
+# Lengths of the whole sequence (T = 64 over 4 devices: the padding starts
+# inside a device's share, and for zigzag inside its second chunk), packed
+# segment ids (padding tokens -1), GQA; causal top-left, and bottom-right
+# where it is the same diagonal (no lengths).
+MASKED = [
+    ("contiguous", Case("lengths_gqa", t=64, s=64, n=4, k=2, h=32,
+                        causal=True, q_lengths=(41, 64),
+                        kv_lengths=(64, 23))),
+    ("zigzag", Case("segments_lengths", t=64, s=64, h=32, causal=True,
+                    segments=True, kv_lengths=(50, 19))),
+    ("zigzag", Case("bottom_right", t=64, s=64, h=32, causal=True,
+                    bottom_right=True)),
+    ("contiguous", Case("segments_full", t=64, s=64, n=4, k=1, h=32,
+                        segments=True, q_lengths=(64, 30))),
+]
+
+
+@pytest.mark.parametrize("layout,case", MASKED, ids=str)
+def test_ring_masks_match_reference(layout, case):
+  """Lengths are whole-sequence ones (replicated); segment ids are shared
+  like q (in the layout's order) and travel with their K/V share."""
+  mesh = jax.make_mesh((4,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+  q, kk, v, kw = case.inputs()
+  do = jax.random.normal(jax.random.key(7), q.shape, q.dtype)
+  order = (functools.partial(pf.zigzag, num_devices=4) if layout == "zigzag"
+           else lambda x: x)
+  arrays = {name: (x if x.ndim == 1 else order(x)) for name, x in kw.items()
+            if not isinstance(x, (bool, str))}
+  flags = {name: x for name, x in kw.items() if name not in arrays}
+  ring = jax.jit(jax.shard_map(
+      lambda q, k, v, arrays: pf.ring_attention(
+          q, k, v, axis_name="x", layout=layout, implementation="triton",
+          **flags, **arrays),
+      mesh=mesh, in_specs=(P(None, "x"),) * 3 + (
+          {name: P() if x.ndim == 1 else P(None, "x")
+           for name, x in arrays.items()},),
+      out_specs=P(None, "x"), check_vma=False))
+  ref = functools.partial(pf.flash_attention, implementation="xla", **kw)
+  out, vjp = jax.vjp(lambda *a: ring(*a, arrays), *(order(x) for x in
+                                                    (q, kk, v)))
+  ref_out, ref_vjp = jax.vjp(ref, q, kk, v)
+  np.testing.assert_allclose(out, order(ref_out), atol=2e-5, rtol=2e-5)
+  for name, g, r in zip("qkv", vjp(order(do)), ref_vjp(do)):
+    np.testing.assert_allclose(g, order(r), atol=1e-4, rtol=1e-4,
+                               err_msg=name)
+
+
 def test_zigzag_round_trip():
   x = jnp.arange(2 * 16).reshape(2, 16)
   np.testing.assert_array_equal(
@@ -97,3 +145,10 @@ def test_ring_bad_input():
     pf.ring_attention(q[0], q[0], q[0], axis_name="x")
   with pytest.raises(NotImplementedError, match="triton"):
     pf.ring_attention(q, q, q, axis_name="x", implementation="xla")
+  with pytest.raises(NotImplementedError, match="bottom_right"):
+    pf.ring_attention(q, q, q, axis_name="x", is_causal=True,
+                      causal_alignment="bottom_right",
+                      key_value_seq_lengths=jnp.array([9]))
+  with pytest.raises(ValueError, match="query_segment_ids"):
+    pf.ring_attention(q, q, q, axis_name="x",
+                      query_segment_ids=jnp.zeros((1, 15), jnp.int32))
