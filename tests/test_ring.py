@@ -76,20 +76,17 @@ def test_ring_matches_reference(layout, causal, n, k):
   assert not _OTHER_COLLECTIVES.search(hlo), _OTHER_COLLECTIVES.findall(hlo)
 
 
-# Lengths of the whole sequence (T = 64 over 4 devices: the padding starts
+# Lengths of the whole sequence (T = 32 over 4 devices: the padding starts
 # inside a device's share, and for zigzag inside its second chunk), packed
-# segment ids (padding tokens -1), GQA; causal top-left, and bottom-right
-# where it is the same diagonal (no lengths).
+# segment ids (padding tokens -1), GQA / MQA, causal (top-left) and not.
 MASKED = [
-    ("contiguous", Case("lengths_gqa", t=64, s=64, n=4, k=2, h=32,
-                        causal=True, q_lengths=(41, 64),
-                        kv_lengths=(64, 23))),
-    ("zigzag", Case("segments_lengths", t=64, s=64, h=32, causal=True,
-                    segments=True, kv_lengths=(50, 19))),
-    ("zigzag", Case("bottom_right", t=64, s=64, h=32, causal=True,
-                    bottom_right=True)),
-    ("contiguous", Case("segments_full", t=64, s=64, n=4, k=1, h=32,
-                        segments=True, q_lengths=(64, 30))),
+    ("contiguous", Case("lengths_gqa", t=32, s=32, n=4, k=2, h=32,
+                        causal=True, q_lengths=(21, 32),
+                        kv_lengths=(32, 11))),
+    ("zigzag", Case("segments_lengths", t=32, s=32, h=32, causal=True,
+                    segments=True, kv_lengths=(25, 9))),
+    ("contiguous", Case("segments_full", t=32, s=32, n=4, k=1, h=32,
+                        segments=True, q_lengths=(32, 15))),
 ]
 
 
