@@ -134,6 +134,35 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
                q, k, v, mask)
 
 
+def takes(params: KernelParams, q, k) -> bool:
+  """Whether the ring runs ``flash_attention``'s call for sharding.py: equal
+  T and S, a kernel backend, and a mask it can split (no window, no dense
+  mask, no bottom-right causal: the lengths there are always given)."""
+  spec = params.spec
+  return (params.forward in ("triton", "mosaic") and q.shape[1] == k.shape[1]
+          and spec.window is None and spec.dense_mask_shape is None
+          and not (spec.is_causal and spec.bottom_right))
+
+
+def backend_calls(params: KernelParams, axis_name):
+  """(forward, backward) of a contiguous ring over ``axis_name`` with the
+  kernels' backend signatures (``_vjp.py``), for sharding.py's per-shard
+  calls of a T- and S-sharded input under ``jit``: forward(q, k, v, arrays)
+  -> (out, lse +inf on rows that see no key); backward(q, k, v, arrays, out,
+  lse, d_out) -> (dq, dk, dv).  ``arrays`` holds the whole lengths and the
+  local segment ids."""
+  static = _Static(
+      dataclasses.replace(params, spec=masks.MaskSpec(
+          has_segments=params.spec.has_segments)),
+      axis_name, params.spec.is_causal, zigzag=False)
+  mask = lambda a: _Mask(a.q_len, a.kv_len, a.q_segment_ids,
+                         a.kv_segment_ids)
+  fwd = lambda q, k, v, arrays: _forward(static, q, k, v, mask(arrays))
+  bwd = lambda q, k, v, arrays, out, lse, d_out: _ring_bwd(
+      static, (q, k, v, mask(arrays), out, lse), d_out)[:3]
+  return fwd, bwd
+
+
 def zigzag(x, num_devices: int, *, axis: int = 1, inverse: bool = False):
   """Reorders a global sequence axis for ``layout="zigzag"``: chunks
   (0, 2P-1, 1, 2P-2, ...), so that a contiguous split over P devices gives
