@@ -9,7 +9,9 @@ Issue 13's benchmark.  First, on the GPUs, correctness and communication:
 * ``ring_attention`` in ``shard_map`` (zigzag causal GQA, contiguous
   non-causal, zigzag causal with segment ids and key lengths) against the float32 reference on the whole sequence,
   next to the single-device kernel's error on the same inputs; its HLO may
-  move data by collective-permutes only.
+  move data by collective-permutes only;
+* ``jax.jit(flash_attention)`` on q / k / v sharded over the sequence (the
+  automatic ring of sharding.py) against the one-device call, likewise.
 
 Per cell (the first one before the checks) (bf16, head dim 128, 16 heads, S in ``--seqlens``, causal and
 not), in one process and interleaved (``benchmarks.run.time_interleaved``):
@@ -180,6 +182,36 @@ def check_ring(devices, size) -> list[dict]:
   return rows
 
 
+def check_auto_ring(devices, size) -> list[dict]:
+  """``jax.jit(flash_attention)`` on q / k / v sharded over the sequence:
+  the ring runs by itself (sharding.py), equal to the one-device call, with
+  collective-permutes only."""
+  mesh = jax.sharding.Mesh(np.array(devices), ("seq",))
+  t = 8192 if size == "gpu" else 16 * len(devices)
+  h, n = (HEAD_DIM, HEADS) if size == "gpu" else (32, 4)
+  impl = None if size == "gpu" else "triton"
+  rows = []
+  for causal in (True, False):
+    q, k, v, do = _qkv_do(1, t, n, n // 4, h, seed=3)
+    fb = fwd_bwd_out(_attn(causal, impl))
+    want = fb(q, k, v, do)
+    args = tuple(jax.device_put(x, NamedSharding(mesh, P(None, "seq")))
+                 for x in (q, k, v, do))
+    compiled = fb.lower(*args).compile()
+    got = compiled(*args)
+    hlo = compiled.as_text()
+    errs = [rel_l2(g, w) for g, w in zip(got, want)]
+    kept = got[0].sharding.is_equivalent_to(args[0].sharding, 4)
+    ok = (max(errs) < 1e-2 and kept and "collective-permute" in hlo
+          and not _NOT_PERMUTE.search(hlo))
+    rows.append(dict(check=f"jit auto ring {'causal' if causal else 'full'}"
+                     f" K={n // 4}", shape=[1, t, n, n // 4, h],
+                     err_vs_1dev=max(errs), shardings_kept=kept,
+                     collectives=_collectives(hlo), ok=bool(ok)))
+    log(f"  {rows[-1]}")
+  return rows
+
+
 # --- timing -------------------------------------------------------------------
 
 def _flops(b, t, causal):
@@ -297,7 +329,8 @@ def main(argv=None) -> int:
     if args.checks == "all":
       out["checks"] += check_partitioned(devices, size)
     if args.checks != "none":
-      out["checks"] += check_ring(devices, size)
+      out["checks"] += check_ring(devices, size) + check_auto_ring(devices,
+                                                                   size)
     save()
 
   cells = [(t, c) for c in {"both": (True, False), "causal": (True,),
