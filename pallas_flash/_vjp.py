@@ -32,6 +32,9 @@ def _forward_impl(params: KernelParams):
   if params.forward == "mosaic":
     from pallas_flash.mosaic import forward as mosaic_forward  # Hopper only
     return mosaic_forward.forward
+  if params.forward == "decode":  # split-KV; its backward is the Triton one
+    from pallas_flash.decode import kernel as decode_kernel
+    return decode_kernel.forward
   raise ValueError(f"unknown forward backend {params.forward!r}")
 
 
@@ -52,6 +55,13 @@ def check_supported(params: KernelParams, q, k, v, arrays: masks.MaskArrays):
           "falls back to triton)")
     from pallas_flash.mosaic import forward as mosaic_forward
     mosaic_forward.check_supported(params, q, k, v)
+  if params.forward == "decode":
+    if _mosaic_lacks(params, arrays) or (arrays is not None and
+                                         arrays.alibi_slopes is not None):
+      raise NotImplementedError(
+          "the split-KV decode kernel takes no bias, ALiBi or dropout")
+    from pallas_flash.decode import kernel as decode_kernel
+    decode_kernel.check_supported(params, q, k)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pallas_flash import dropout, masks, reference
+from pallas_flash.decode import kernel as decode
 from pallas_flash.params import KernelParams
 
 Implementation = Literal["xla", "triton", "mosaic"]
@@ -109,7 +110,11 @@ def flash_attention(
     dropout_rng: a JAX PRNG key, required when ``dropout_rate > 0``.
     broadcast_dropout: one keep mask for every batch row and head (Flax's
       ``broadcast_dropout``).
-    config: backend tuning (``pallas_flash.TritonConfig`` for ``"triton"``,
+    config: backend tuning (``pallas_flash.TritonConfig`` for ``"triton"``;
+      a ``pallas_flash.decode.DecodeConfig`` with ``"triton"`` forces the
+      split-KV decode kernel, which ``None`` picks on a GPU for T <= 64 query
+      tokens against S >= 8 T keys without segment ids, a dense mask, a
+      bias, ALiBi or dropout;
       ``pallas_flash.MosaicConfig`` for ``"mosaic"``, whose ``backward``
       field takes a ``pallas_flash.MosaicBackwardConfig``); ``None`` takes
       the measured per-head-dim default.
@@ -168,13 +173,22 @@ def _dispatch(q, k, v, arrays, spec, scale, cap, rate, implementation,
   if implementation is None:
     if not _on_gpu():
       return ref()
-    candidates = (["mosaic"] if _is_hopper() and _has_mosaic() else []) + ["triton"]
+    # Few query tokens against a long K/V (decoding): the split-KV kernel,
+    # which takes no bias, ALiBi or dropout.
+    terms = (arrays.bias is not None or arrays.alibi_slopes is not None
+             or rate > 0.0)
+    candidates = ((["decode"] if decode.suits(q.shape[1], k.shape[1], spec,
+                                              terms) else [])
+                  + (["mosaic"] if _is_hopper() and _has_mosaic() else [])
+                  + ["triton"])
+  elif implementation == "triton" and isinstance(config, decode.DecodeConfig):
+    candidates = ["decode"]  # forced split-KV kernel
   else:
     candidates = [implementation]
   for i, backend in enumerate(candidates):
     params = KernelParams(spec=spec, scale=scale, logits_soft_cap=cap,
                           forward=backend,
-                          config=config if backend == implementation else None,
+                          config=config if implementation is not None else None,
                           interpret=not _on_gpu(), dropout_rate=rate)
     try:
       return _kernel_attention(params, q, k, v, arrays)

@@ -21,8 +21,10 @@ the queries of chunk i > j, causal for j = i, and skipped for j > i.  With a
 contiguous split the last device does P blocks and the first one.  The
 "zigzag" layout (Brandon et al. 2023, "Striped Attention", and the zig-zag
 split of Megatron's context parallelism) cuts the sequence into 2P chunks and
-gives device i chunks i and 2P - 1 - i: every device then does two causal
-half-blocks at its own step and two full half-blocks at each other step.
+gives device i chunks i and 2P - 1 - i: every device then does one causal
+call on its share at its own step and one half-size full call at each other
+step (``_plan``).  Each step is one kernel call (a ``lax.cond`` picks which
+where it depends on the device), so the kernels run on large blocks.
 
 Letters: B batch, T / S local query / key chunk length, N / K query / kv
 heads, H head dim; layout [B, T, N, H] as everywhere.
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import NamedTuple
 
 import jax
 from jax import lax
@@ -39,9 +42,6 @@ import jax.numpy as jnp
 from pallas_flash import api, masks
 from pallas_flash.params import KernelParams
 
-_SKIP, _CAUSAL, _FULL = 0, 1, 2  # how a K/V chunk meets the local queries
-
-
 def _kernels():
   from pallas_flash import _vjp  # imports the kernels lazily, as api does
   return _vjp
@@ -49,6 +49,9 @@ def _kernels():
 
 def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
                    layout: str = "contiguous", scale: float | None = None,
+                   query_seq_lengths=None, key_value_seq_lengths=None,
+                   query_segment_ids=None, key_value_segment_ids=None,
+                   causal_alignment: masks.CausalAlignment = "top_left",
                    logits_soft_cap: float | None = None,
                    implementation: str | None = None, config=None):
   """Attention over a sequence split across the devices of ``axis_name``.
@@ -61,7 +64,7 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
     key, value: ``[B, S, K, H]``, this device's key / value rows
       (N % K == 0).
     axis_name: the mesh axis the sequence is split over (P devices).
-    is_causal: causal over the whole sequence (top-left; needs T == S).
+    is_causal: causal over the whole sequence (needs T == S).
     layout: how the sequence is split.  ``"contiguous"``: device i holds
       chunk i of P.  ``"zigzag"``: the sequence is cut into 2P chunks and
       device i holds chunks i and 2P - 1 - i (put a global array in that
@@ -69,6 +72,18 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
       with ``zigzag(out, P, inverse=True)``); with ``is_causal`` every
       device then does the same work (Brandon et al. 2023's balancing).
     scale: default ``1 / sqrt(H)``.
+    query_seq_lengths, key_value_seq_lengths: int32 ``[B]``, lengths of the
+      *whole* sequence (the same on every device): rows / keys at global
+      positions ``>= length`` are padding.
+    query_segment_ids: int ``[B, T]``, this device's share of the packed
+      sequence ids (in the layout of ``query``); negative ids are padding.
+    key_value_segment_ids: int ``[B, S]``, this device's share for the
+      keys; defaults to ``query_segment_ids``.  They travel round the ring
+      with their K/V share.
+    causal_alignment: ``"top_left"`` or ``"bottom_right"``; the same
+      diagonal for equal whole lengths.  ``"bottom_right"`` with lengths
+      of a causal call needs per-block diagonal offsets, which the kernels
+      do not take yet: NotImplementedError.
     logits_soft_cap: ``cap * tanh(logits / cap)``.
     implementation: ``None`` (Mosaic GPU on Hopper, else Pallas-Triton;
       interpret mode on a CPU), ``"triton"`` or ``"mosaic"``.
@@ -84,10 +99,10 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
     NotImplementedError: ``implementation="xla"`` (no block backward with
       a given lse), or a backend that cannot take the input.
   """
-  q, k, v, _, spec, scale, cap, squeeze = api._validate(
-      query, key, value, None, None, scale, is_causal, None, None, None,
-      implementation, "top_left", None, None, logits_soft_cap)
-  del spec
+  q, k, v, arrays, spec, scale, cap, squeeze = api._validate(
+      query, key, value, None, None, scale, is_causal, query_seq_lengths,
+      key_value_seq_lengths, None, implementation, causal_alignment,
+      query_segment_ids, key_value_segment_ids, logits_soft_cap)
   if squeeze:
     raise ValueError(f"ring_attention takes [B, T, N, H] shares, got query "
                      f"{jnp.shape(query)}")
@@ -103,9 +118,49 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
   if implementation == "xla":
     raise NotImplementedError("ring_attention runs the kernels "
                               "(implementation 'triton' or 'mosaic')")
-  params = _params(q, k, v, scale, cap, implementation, config)
+  lengths = (query_seq_lengths, key_value_seq_lengths)
+  if is_causal and spec.bottom_right and any(x is not None for x in lengths):
+    # The diagonal then sits at kv_len - q_len per batch row, inside a block
+    # at an arbitrary offset; the kernels place it only at kv_len - q_len of
+    # the block's own lengths.
+    raise NotImplementedError(
+        "ring_attention with causal_alignment='bottom_right' and sequence "
+        "lengths needs per-block diagonal offsets in the kernels")
+  mask = _Mask(*(a if x is not None else None for a, x in
+                 zip(arrays[:2], lengths)), *arrays[2:4])
+  params = _params(q, k, v, scale, cap, spec.has_segments, implementation,
+                   config)
   return _ring(_Static(params, axis_name, is_causal, layout == "zigzag"),
-               q, k, v)
+               q, k, v, mask)
+
+
+def takes(params: KernelParams, q, k) -> bool:
+  """Whether the ring runs ``flash_attention``'s call for sharding.py: equal
+  T and S, a kernel backend, and a mask it can split (no window, no dense
+  mask, no bottom-right causal: the lengths there are always given)."""
+  spec = params.spec
+  return (params.forward in ("triton", "mosaic") and q.shape[1] == k.shape[1]
+          and spec.window is None and spec.dense_mask_shape is None
+          and not (spec.is_causal and spec.bottom_right))
+
+
+def backend_calls(params: KernelParams, axis_name):
+  """(forward, backward) of a contiguous ring over ``axis_name`` with the
+  kernels' backend signatures (``_vjp.py``), for sharding.py's per-shard
+  calls of a T- and S-sharded input under ``jit``: forward(q, k, v, arrays)
+  -> (out, lse +inf on rows that see no key); backward(q, k, v, arrays, out,
+  lse, d_out) -> (dq, dk, dv).  ``arrays`` holds the whole lengths and the
+  local segment ids."""
+  static = _Static(
+      dataclasses.replace(params, spec=masks.MaskSpec(
+          has_segments=params.spec.has_segments)),
+      axis_name, params.spec.is_causal, zigzag=False)
+  mask = lambda a: _Mask(a.q_len, a.kv_len, a.q_segment_ids,
+                         a.kv_segment_ids)
+  fwd = lambda q, k, v, arrays: _forward(static, q, k, v, mask(arrays))
+  bwd = lambda q, k, v, arrays, out, lse, d_out: _ring_bwd(
+      static, (q, k, v, mask(arrays), out, lse), d_out)[:3]
+  return fwd, bwd
 
 
 def zigzag(x, num_devices: int, *, axis: int = 1, inverse: bool = False):
@@ -123,13 +178,24 @@ def zigzag(x, num_devices: int, *, axis: int = 1, inverse: bool = False):
   return jnp.concatenate([chunks[c] for c in order], axis=axis)
 
 
-def _params(q, k, v, scale, cap, implementation, config) -> KernelParams:
+class _Mask(NamedTuple):
+  """Whole-sequence lengths ([B], None: no padding) and the local segment
+  ids ([B, T] / [B, S] shares, or None)."""
+  q_len: jax.Array | None
+  kv_len: jax.Array | None
+  q_seg: jax.Array | None
+  kv_seg: jax.Array | None
+
+
+def _params(q, k, v, scale, cap, segments, implementation,
+            config) -> KernelParams:
   """The kernels' params of a non-causal block (the dispatcher's choice)."""
   candidates = ([implementation] if implementation else
                 (["mosaic"] if api._is_hopper() and api._has_mosaic() else [])
                 + ["triton"])
   for backend in candidates:
-    params = KernelParams(spec=masks.MaskSpec(), scale=scale,
+    params = KernelParams(spec=masks.MaskSpec(has_segments=segments),
+                          scale=scale,
                           logits_soft_cap=cap, forward=backend,
                           config=config if backend == implementation else None,
                           interpret=not api._on_gpu())
@@ -150,153 +216,187 @@ class _Static:
   zigzag: bool
 
 
+@dataclasses.dataclass(frozen=True)
+class _Block:
+  """One kernel call: query rows x key rows of the local share (``None``:
+  all rows, 0 / 1: the first / second half), causal diagonal or none."""
+  q_part: int | None = None
+  kv_part: int | None = None
+  causal: bool = False
+
+
 def _block_params(static: _Static, causal: bool) -> KernelParams:
   """A block with a causal diagonal (top-left) or without a mask."""
-  return dataclasses.replace(static.params,
-                             spec=masks.MaskSpec(is_causal=causal))
+  return dataclasses.replace(static.params, spec=dataclasses.replace(
+      static.params.spec, is_causal=causal))
 
 
-def _chunks(static: _Static, device):
-  """Global chunk ids of the parts of a device's share (traced)."""
-  if not static.zigzag:
-    return (device,)
-  return device, 2 * lax.axis_size(static.axis_name) - 1 - device
+def _plan(static: _Static, step: int):
+  """(pred, block, other) of ring step ``step`` (keys of device me - step):
+  ``block`` where ``pred`` (None: always), else ``other`` (None: skip).
 
-
-def _parts(static: _Static, x):
-  return jnp.split(x, 2, axis=1) if static.zigzag else [x]
-
-
-def _kind(static: _Static, q_chunk, kv_chunk):
-  """_SKIP / _CAUSAL / _FULL for a (query chunk, key chunk) pair."""
+  Causal, step 0: the local share against itself is causal top-left, in
+  both layouts (zigzag: the share's second chunk sees all of its first).
+  Later steps bring the keys of device src = me - step (mod P), which lie
+  before the local queries iff me >= step.  Contiguous: then fully visible,
+  else skipped.  Zigzag (chunks me, 2P-1-me against src, 2P-1-src): either
+  all queries see the first key chunk, or the second query chunk sees both;
+  one half-size call either way (Brandon et al. 2023's balance).
+  """
   if not static.is_causal:
-    return jnp.int32(_FULL)
-  return jnp.where(kv_chunk < q_chunk, _FULL,
-                   jnp.where(kv_chunk == q_chunk, _CAUSAL, _SKIP))
+    return None, _Block(), None
+  if step == 0:
+    return None, _Block(causal=True), None
+  earlier = lax.axis_index(static.axis_name) >= step
+  if not static.zigzag:
+    return earlier, _Block(), None
+  return earlier, _Block(kv_part=0), _Block(q_part=1)
 
 
-def _lengths(q, k) -> masks.MaskArrays:
-  b = q.shape[0]
-  return masks.MaskArrays(jnp.full((b,), q.shape[1], jnp.int32),
-                          jnp.full((b,), k.shape[1], jnp.int32))
+def _half(x, part, axis=1):
+  if part is None:
+    return x
+  return jnp.split(x, 2, axis=axis)[part]
+
+
+def _put(x, part, value, axis=1):
+  """``x`` with ``_half(x, part, axis)`` replaced by ``value``."""
+  if part is None:
+    return value
+  halves = jnp.split(x, 2, axis=axis)
+  halves[part] = value
+  return jnp.concatenate(halves, axis=axis)
+
+
+def _local_length(static: _Static, length, device, part, rows: int):
+  """Rows of a block (``part`` of ``device``'s share, ``rows`` long) below
+  the whole-sequence ``length`` [B] (None: all).  Within a share global
+  positions increase (zigzag: chunk 2P-1-i follows chunk i), so the valid
+  rows are a prefix of the block: the kernels' length mask."""
+  if length is None:
+    return None
+  if static.zigzag:
+    c = rows if part is not None else rows // 2
+    chunks = (device, 2 * lax.axis_size(static.axis_name) - 1 - device)
+    starts = [chunks[part]] if part is not None else chunks
+    return sum(jnp.clip(length - g * c, 0, c) for g in starts)
+  return jnp.clip(length - device * rows, 0, rows)
+
+
+def _arrays(static: _Static, mask: _Mask, blk, src, qa, kc, kv_seg):
+  """The kernels' MaskArrays of block ``blk`` (keys of device ``src``)."""
+  me = lax.axis_index(static.axis_name)
+  full = lambda x, n: jnp.full((x.shape[0],), n, jnp.int32)
+  q_len = _local_length(static, mask.q_len, me, blk.q_part, qa.shape[1])
+  kv_len = _local_length(static, mask.kv_len, src, blk.kv_part, kc.shape[1])
+  segs = (None, None) if mask.q_seg is None else (
+      _half(mask.q_seg, blk.q_part), _half(kv_seg, blk.kv_part))
+  return masks.MaskArrays(
+      full(qa, qa.shape[1]) if q_len is None else q_len,
+      full(kc, kc.shape[1]) if kv_len is None else kv_len, *segs)
 
 
 def _shift(static: _Static, *xs):
   """Send each array to the next device of the ring (i -> i + 1)."""
   p = lax.axis_size(static.axis_name)
   perm = [(i, (i + 1) % p) for i in range(p)]
-  return tuple(lax.ppermute(x, static.axis_name, perm) for x in xs)
+  return tuple(None if x is None else lax.ppermute(x, static.axis_name, perm)
+               for x in xs)
 
 
-def _blocks(static: _Static, step: int):
-  """The (query part, key part, kind) pairs of ring step ``step``: the keys
-  this device holds then are those of device me - step."""
+def _run(static: _Static, step: int, apply, state):
+  """``apply(block, state)`` for the block of step ``step`` (lax.cond
+  between the two where it depends on the device)."""
+  pred, block, other = _plan(static, step)
+  run = lambda blk, st: st if blk is None else apply(blk, st)
+  if pred is None:
+    return run(block, state)
+  return lax.cond(pred, functools.partial(run, block),
+                  functools.partial(run, other), state)
+
+
+def _source(static: _Static, step: int):
+  """The device whose K/V share this one holds at ring step ``step``."""
   p = lax.axis_size(static.axis_name)
-  me = lax.axis_index(static.axis_name)
-  src = lax.rem(me - step + p, p)
-  return [(a, c, _kind(static, cq, ck))
-          for a, cq in enumerate(_chunks(static, me))
-          for c, ck in enumerate(_chunks(static, src))]
+  return lax.rem(lax.axis_index(static.axis_name) - step + p, p)
 
 
-def _switch(kind, skip, block, *args):
-  """lax.switch over _SKIP / _CAUSAL / _FULL."""
-  return lax.switch(kind, [skip, functools.partial(block, True),
-                           functools.partial(block, False)], *args)
-
-
-def _forward(static: _Static, q, k, v):
+def _forward(static: _Static, q, k, v, mask: _Mask):
   """(out [B, T, N, H] q.dtype, lse [B, N, T] f32, +inf on rows that see
   no key: the kernels' backend contract)."""
-  q_parts = _parts(static, q)
-  arrays = _lengths(q_parts[0], _parts(static, k)[0])
-  outs = [jnp.zeros(x.shape, jnp.float32) for x in q_parts]
-  lses = [jnp.full((x.shape[0], x.shape[2], x.shape[1]), -jnp.inf,
-                   jnp.float32) for x in q_parts]
-
-  def block(causal, qa, kc, vc):
-    params = _block_params(static, causal)
-    o, l = _kernels()._forward_impl(params)(qa, kc, vc, arrays, params)
-    return o.astype(jnp.float32), jnp.where(jnp.isinf(l), -jnp.inf, l)
-
-  def skip(qa, kc, vc):
-    del kc, vc
-    return (jnp.zeros(qa.shape, jnp.float32),
-            jnp.full((qa.shape[0], qa.shape[2], qa.shape[1]), -jnp.inf,
-                     jnp.float32))
-
+  b, t, n, _ = q.shape
   to_rows = lambda x: jnp.transpose(x, (0, 2, 1))[..., None]  # [B, T, N, 1]
-  kb, vb = k, v
-  for step in range(lax.axis_size(static.axis_name)):
-    k_parts, v_parts = _parts(static, kb), _parts(static, vb)
-    for a, c, kind in _blocks(static, step):
-      o_b, l_b = _switch(kind, skip, block, q_parts[a], k_parts[c],
-                         v_parts[c])
-      # -- merge (FA-2 Alg. 1's rescaling, across blocks)
-      new = jnp.logaddexp(lses[a], l_b)
-      ref = jnp.where(jnp.isneginf(new), 0.0, new)
-      outs[a] = (outs[a] * to_rows(jnp.exp(lses[a] - ref))
-                 + o_b * to_rows(jnp.exp(l_b - ref)))
-      lses[a] = new
-    if step + 1 < lax.axis_size(static.axis_name):
-      kb, vb = _shift(static, kb, vb)
-  out = jnp.concatenate(outs, axis=1).astype(q.dtype)
-  lse = jnp.concatenate(lses, axis=2)
-  return out, jnp.where(jnp.isneginf(lse), jnp.inf, lse)
+
+  def apply(step, kb, vb, kv_seg, blk: _Block, state):
+    out, lse = state
+    qa = _half(q, blk.q_part)
+    kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
+    params = _block_params(static, blk.causal)
+    arrays = _arrays(static, mask, blk, _source(static, step), qa, kc, kv_seg)
+    o_b, l_b = _kernels()._forward_impl(params)(qa, kc, vc, arrays, params)
+    l_b = jnp.where(jnp.isinf(l_b), -jnp.inf, l_b)
+    # -- merge (FA-2 Alg. 1's rescaling, across blocks)
+    out_a, lse_a = _half(out, blk.q_part), _half(lse, blk.q_part, axis=2)
+    new = jnp.logaddexp(lse_a, l_b)
+    ref = jnp.where(jnp.isneginf(new), 0.0, new)
+    out_a = (out_a * to_rows(jnp.exp(lse_a - ref))
+             + o_b.astype(jnp.float32) * to_rows(jnp.exp(l_b - ref)))
+    return (_put(out, blk.q_part, out_a),
+            _put(lse, blk.q_part, new, axis=2))
+
+  state = (jnp.zeros(q.shape, jnp.float32),
+           jnp.full((b, n, t), -jnp.inf, jnp.float32))
+  kb, vb, sb = k, v, mask.kv_seg
+  p = lax.axis_size(static.axis_name)
+  for step in range(p):
+    state = _run(static, step, functools.partial(apply, step, kb, vb, sb),
+                 state)
+    if step + 1 < p:
+      kb, vb, sb = _shift(static, kb, vb, sb)
+  out, lse = state
+  return out.astype(q.dtype), jnp.where(jnp.isneginf(lse), jnp.inf, lse)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _ring(static: _Static, q, k, v):
-  return _forward(static, q, k, v)[0]
+def _ring(static: _Static, q, k, v, mask: _Mask):
+  return _forward(static, q, k, v, mask)[0]
 
 
-def _ring_fwd(static, q, k, v):
-  out, lse = _forward(static, q, k, v)
-  return out, (q, k, v, out, lse)
+def _ring_fwd(static, q, k, v, mask):
+  out, lse = _forward(static, q, k, v, mask)
+  return out, (q, k, v, mask, out, lse)
 
 
 def _ring_bwd(static, residuals, d_out):
-  q, k, v, out, lse = residuals
+  q, k, v, mask, out, lse = residuals
   d_out = d_out.astype(q.dtype)
-  q_parts, out_parts, do_parts = (_parts(static, x) for x in (q, out, d_out))
-  lse_parts = jnp.split(lse, 2, axis=2) if static.zigzag else [lse]
-  arrays = _lengths(q_parts[0], _parts(static, k)[0])
 
-  def block(causal, a, kc, vc):
-    params = _block_params(static, causal)
-    grads = _kernels()._backward_impl(params, q_parts[a], kc, vc)(
-        q_parts[a], kc, vc, arrays, out_parts[a], lse_parts[a], do_parts[a],
-        params)
-    return tuple(g.astype(jnp.float32) for g in grads)
+  def apply(step, kb, vb, kv_seg, blk: _Block, state):
+    dq, dk, dv = state
+    qa, out_a, do_a = (_half(x, blk.q_part) for x in (q, out, d_out))
+    lse_a = _half(lse, blk.q_part, axis=2)
+    kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
+    params = _block_params(static, blk.causal)
+    arrays = _arrays(static, mask, blk, _source(static, step), qa, kc, kv_seg)
+    dq_b, dk_b, dv_b = _kernels()._backward_impl(params, qa, kc, vc)(
+        qa, kc, vc, arrays, out_a, lse_a, do_a, params)
+    add = lambda acc, part, g: _put(
+        acc, part, _half(acc, part) + g.astype(jnp.float32))
+    return (add(dq, blk.q_part, dq_b), add(dk, blk.kv_part, dk_b),
+            add(dv, blk.kv_part, dv_b))
 
-  def skip(a, kc, vc):
-    return (jnp.zeros(q_parts[a].shape, jnp.float32),
-            jnp.zeros(kc.shape, jnp.float32), jnp.zeros(vc.shape, jnp.float32))
-
-  dq = [jnp.zeros(x.shape, jnp.float32) for x in q_parts]
-  dk = jnp.zeros(k.shape, jnp.float32)  # travel with their K/V share
-  dv = jnp.zeros(v.shape, jnp.float32)
-  kb, vb = k, v
+  # dQ accumulates here; the dK / dV accumulators travel with their share.
+  dq, dk, dv = (jnp.zeros(x.shape, jnp.float32) for x in (q, k, v))
+  kb, vb, sb = k, v, mask.kv_seg
   p = lax.axis_size(static.axis_name)
   for step in range(p):
-    k_parts, v_parts = _parts(static, kb), _parts(static, vb)
-    dk_parts, dv_parts = _parts(static, dk), _parts(static, dv)
-    for a, c, kind in _blocks(static, step):
-      dq_b, dk_b, dv_b = _switch(
-          kind, lambda kc, vc, a=a: skip(a, kc, vc),
-          lambda causal, kc, vc, a=a: block(causal, a, kc, vc),
-          k_parts[c], v_parts[c])
-      dq[a] = dq[a] + dq_b
-      dk_parts[c] = dk_parts[c] + dk_b
-      dv_parts[c] = dv_parts[c] + dv_b
-    dk = jnp.concatenate(dk_parts, axis=1)
-    dv = jnp.concatenate(dv_parts, axis=1)
+    dq, dk, dv = _run(static, step,
+                      functools.partial(apply, step, kb, vb, sb), (dq, dk, dv))
     if step + 1 < p:
-      kb, vb, dk, dv = _shift(static, kb, vb, dk, dv)
+      kb, vb, sb, dk, dv = _shift(static, kb, vb, sb, dk, dv)
     else:  # one more hop brings every share's dK / dV home
       dk, dv = _shift(static, dk, dv)
-  dq = jnp.concatenate(dq, axis=1)
-  return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype)
+  return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None
 
 
 _ring.defvjp(_ring_fwd, _ring_bwd)

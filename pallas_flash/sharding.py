@@ -1,4 +1,5 @@
-"""Partitioning of the kernel calls under ``jax.jit`` (batch / head sharding).
+"""Partitioning of the kernel calls under ``jax.jit`` (batch / head /
+sequence sharding).
 
 A ``pallas_call`` is opaque to XLA's partitioner, which would all-gather
 sharded q/k/v and run the whole kernel on every device.  Here the backend
@@ -13,6 +14,12 @@ holds K/shards kv heads and their G * K/shards query heads).  A head
 sharding that splits a group (K % shards != 0) is dropped: heads are
 replicated and the result stays correct.  An uneven split of B is dropped
 likewise (the padded rows would carry garbage lengths into the kernel).
+
+Sequence: where ring attention can take the call (``ring.takes``: T == S, no
+window, dense mask or bottom-right causal), q's T and k/v's S are one factor
+that may be split; the callback then runs ``ring.backend_calls`` (contiguous
+chunks, K/V by collective-permute) over the rows' mesh axes, which
+custom_partitioning binds while it traces the per-shard function.
 
 Letters as in ``api.py``: B batch, T / S query / key length, N / K query /
 kv heads, H head dim.
@@ -37,7 +44,8 @@ def forward(fn: Callable, q, k, v, arrays: masks.MaskArrays,
             params: KernelParams):
   """``fn(q, k, v, arrays, params) -> (out, lse)``, partitioned per shard."""
   call = lambda q, k, v, arrays: tuple(fn(q, k, v, arrays, params))
-  return _partitioned(call, (q, k, v, arrays), backward_pass=False)
+  ring = _ring(params, q, k, arrays, lambda calls: calls[0])
+  return _partitioned(call, (q, k, v, arrays), backward_pass=False, ring=ring)
 
 
 def backward(fn: Callable, q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
@@ -47,11 +55,26 @@ def backward(fn: Callable, q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   per shard."""
   call = lambda q, k, v, arrays, out, lse, d_out: tuple(
       fn(q, k, v, arrays, out, lse, d_out, params))
+  ring = _ring(params, q, k, arrays, lambda calls: calls[1])
   return _partitioned(call, (q, k, v, arrays, out, lse, d_out),
-                      backward_pass=True, dbias=params.bias_grad)
+                      backward_pass=True, dbias=params.bias_grad, ring=ring)
 
 
-def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False):
+def _ring(params, q, k, arrays, pick):
+  """``axis_name -> per-shard call`` of ring attention (ring.py, contiguous
+  layout) for a T- and S-sharded input, or None where the ring cannot take
+  the call (windows, dense masks, bottom-right causal, bias, ALiBi or
+  dropout) or T != S."""
+  from pallas_flash import ring  # ring imports api, which imports us lazily
+  if (not isinstance(params, KernelParams) or params.dropout_rate > 0.0
+      or arrays.bias is not None or arrays.alibi_slopes is not None
+      or not ring.takes(params, q, k)):
+    return None
+  return lambda axis_name: pick(ring.backend_calls(params, axis_name))
+
+
+def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False,
+                 ring=None):
   explicit = _explicit_axes(args)
   if explicit:
     # Explicit mesh axes (jax.make_mesh's default) put the sharding in the
@@ -64,7 +87,7 @@ def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False):
     if dbias:
       out_sharding += (NamedSharding(q.mesh, P(qb, qn, None, None)),)
     inner = lambda args: _partitioned(call, args, backward_pass=backward_pass,
-                                      dbias=dbias)
+                                      dbias=dbias, ring=ring)
     return jax.sharding.auto_axes(inner, axes=explicit,
                                   out_sharding=out_sharding)(args)
 
@@ -86,24 +109,28 @@ def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False):
   def partition(mesh, arg_shapes, result_shape):
     del result_shape
     const_shapes, shapes = arg_shapes
-    arg_shardings, out_shardings = _shardings(mesh, shapes, backward_pass,
-                                              dbias)
+    arg_shardings, out_shardings, seq = _shardings(mesh, shapes, backward_pass,
+                                                   dbias, ring is not None)
     replicated = tuple(NamedSharding(mesh, P()) for _ in const_shapes)
+    # Local shapes: the kernels take any B, N; a T / S split runs the ring
+    # over its mesh axes (traced with the mesh's axis names bound).
+    local = call if seq is None else ring(seq)
 
-    def per_shard(consts, args):  # local shapes: the kernels take any B, N
+    def per_shard(consts, args):
       del consts  # the retrace makes its own
-      return call(*args)
+      return local(*args)
 
     return mesh, per_shard, out_shardings, (replicated, arg_shardings)
 
   def infer(mesh, arg_shapes, result_shape):  # GSPMD (Shardy off) only
     del result_shape
-    return _shardings(mesh, arg_shapes[1], backward_pass, dbias)[1]
+    return _shardings(mesh, arg_shapes[1], backward_pass, dbias,
+                      ring is not None)[1]
 
   def rule(mesh, value_types, result_types):
     del mesh
     return _rule(args[3], value_types, result_types, len(consts),
-                 backward_pass)
+                 backward_pass, ring is not None)
 
   partitioned = custom_partitioning(body)
   partitioned.def_partition(partition=partition,
@@ -148,17 +175,20 @@ def _plane_map(shape, prefix: str):
 
 
 def _rule(arrays: masks.MaskArrays, value_types, result_types, num_consts,
-          backward_pass):
+          backward_pass, ring: bool):
   # q's N ("n") and k/v's K ("k") are separate factors.  A compound N = (K, G)
   # would let Shardy split q's heads inside a group, through sub-axes that
   # the partition callback cannot even read as a mesh sharding (e.g. N=4,
   # K=2 over 4 devices); the callback ties the two instead (_plan).
+  # Where the ring can run (T == S), T and S are one factor that may be
+  # split: q's rows and k/v's rows over the same mesh axes.
+  s = "t" if ring else "s"
   q_map = ArrayMapping("b", "t", "n", "h")
-  kv_map = ArrayMapping("b", "s", "k", "h")
+  kv_map = ArrayMapping("b", s, "k", "h")
   lse_map = ArrayMapping("b", "n", "t")
   mask_maps = [ArrayMapping("b"), ArrayMapping("b")]  # q_len, kv_len
   if arrays.q_segment_ids is not None:
-    mask_maps += [ArrayMapping("b", "t"), ArrayMapping("b", "s")]
+    mask_maps += [ArrayMapping("b", "t"), ArrayMapping("b", s)]
   if arrays.mask is not None:
     mask_maps.append(_plane_map(arrays.mask.shape, "m"))
   if arrays.bias is not None:
@@ -180,7 +210,8 @@ def _rule(arrays: masks.MaskArrays, value_types, result_types, num_consts,
   # Shardy numbers factors by first appearance and wants the special factors
   # listed in that order.
   order = list(dict.fromkeys(f for m in (*operands, *results) for f in m))
-  whole = [f for f in order if f in _WHOLE or f.startswith("const")]
+  whole = [f for f in order if (f in _WHOLE and not (ring and f == "t"))
+           or f.startswith("const")]
   return SdyShardingRule(tuple(operands), results,
                          need_replication_factors=tuple(whole))
 
@@ -210,37 +241,45 @@ def _kept(mesh, entry, *sizes):
   return entry if all(size % shards == 0 for size in sizes) else None
 
 
-def _plan(mesh, q, k):
-  """(batch, heads) mesh axes taken from q's sharding, or None each."""
-  b, _, n, _ = q.shape
+def _plan(mesh, q, k, ring: bool):
+  """(batch, heads, sequence) mesh axes taken from q's sharding, or None
+  each; sequence only where the ring can run and k's rows are split over
+  the same axes as q's."""
+  b, t, n, _ = q.shape
   kh = k.shape[2]
   batch = _kept(mesh, _dim_spec(q.sharding, 0), b)
   # Whole kv-head groups per shard: K % shards == 0 (then N % shards == 0 too).
   heads = _kept(mesh, _dim_spec(q.sharding, 2), n, kh)
   if set(_axes(batch)) & set(_axes(heads)):  # not a valid sharding; be safe
     heads = None
-  return batch, heads
+  seq = _kept(mesh, _dim_spec(q.sharding, 1), t) if ring else None
+  if (seq is not None and _axes(seq) != _axes(_dim_spec(k.sharding, 1))
+      or set(_axes(seq)) & set(_axes(batch) + _axes(heads))):
+    seq = None
+  return batch, heads, seq
 
 
-def _shardings(mesh, shapes, backward_pass, dbias=False):
-  """(arg shardings, result shardings) that keep only batch / head axes."""
+def _shardings(mesh, shapes, backward_pass, dbias: bool, ring: bool):
+  """(arg shardings, result shardings, sequence axes or None) that keep only
+  batch / head axes, and the sequence axes where the ring runs."""
   q, k, _, arrays = shapes[:4]
-  batch, heads = _plan(mesh, q, k)
+  batch, heads, seq = _plan(mesh, q, k, ring)
   ns = lambda *spec: NamedSharding(mesh, P(*spec))
-  qs = ns(batch, None, heads, None)  # also k, v, out, d_out, dq, dk, dv
-  lse = ns(batch, heads, None)
+  qs = ns(batch, seq, heads, None)  # also k, v, out, d_out, dq, dk, dv
+  lse = ns(batch, heads, seq)
+
   def plane(x, *rest):  # batch / heads of a [B|1, N|1, ...] array
     if x is None:
       return None
     bx, nx = x.shape[:2]
     return ns(batch if bx != 1 else None, heads if nx != 1 else None, *rest)
 
-  segments = None if arrays.q_segment_ids is None else ns(batch, None)
+  segments = None if arrays.q_segment_ids is None else ns(batch, seq)
   arr = masks.MaskArrays(ns(batch), ns(batch), segments, segments,
                          plane(arrays.mask, None, None),
                          plane(arrays.bias, None, None),
                          plane(arrays.alibi_slopes), plane(arrays.dropout_seeds))
   if backward_pass:
     results = (qs, qs, qs) + ((ns(batch, heads, None, None),) if dbias else ())
-    return (qs, qs, qs, arr, qs, lse, qs), results
-  return (qs, qs, qs, arr), (qs, lse)
+    return (qs, qs, qs, arr, qs, lse, qs), results, seq
+  return (qs, qs, qs, arr), (qs, lse), seq

@@ -302,6 +302,8 @@ LOWERINGS = [  # (head dim, causal, config, extra masking)
     (128, True, None, "soft-cap"),
     (64, True, MosaicConfig(consumers=3), None),
     (64, False, MosaicConfig(consumers=3, overlap_softmax=True), None),
+    (128, True, None, "alibi"),  # persistent, softmax overlap
+    (64, False, None, "alibi"),
 ]
 
 
@@ -318,6 +320,8 @@ def _lowering_call(h, causal, config, extra, b=2, t=1000):
   elif extra == "dense mask":
     arrays = arrays._replace(mask=jnp.ones((b, 1, t, t), bool))
     spec = dataclasses.replace(spec, dense_mask_shape=(b, 1, t, t))
+  elif extra == "alibi":
+    arrays = arrays._replace(alibi_slopes=jnp.full((1, 4), 0.25, jnp.float32))
   params = KernelParams(spec=spec, scale=h ** -0.5, forward="mosaic",
                         config=config,
                         logits_soft_cap=20.0 if extra == "soft-cap" else None)
@@ -503,6 +507,8 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (256, False, None, None),
     (256, True, None, "segments"),
     (128, True, MosaicBackwardConfig(split_head_dim=True), "dense mask"),
+    (128, True, None, "alibi"),
+    (256, False, None, "alibi"),
 ]
 
 

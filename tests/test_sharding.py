@@ -3,7 +3,8 @@
 On 4 devices (CPU: tests/conftest.py forces 4 host devices), every sharded
 call must equal the unsharded call of the same implementation, keep the
 input's sharding, and, for batch / head sharding, compile to no collective
-in the forward and in the forward + backward.
+in the forward and in the forward + backward; sequence sharding (T = S
+split over one axis) to collective-permutes only (a ring, pallas_flash/ring.py).
 """
 from __future__ import annotations
 
@@ -160,11 +161,37 @@ def test_batch_and_head_sharding_runs_per_shard(impl, lay):
 
 def test_group_splitting_and_sequence_sharding_fall_back_to_gathers():
   # N=4 query heads over 4 devices with K=2 kv heads (G=2) would put half a
-  # group on each shard, and T / S / H must be whole (here k / v are split
-  # over S): those dims are replicated (XLA gathers them), never wrong results.
+  # group on each shard, and S alone split (k / v over S, q whole) is no
+  # ring: those dims are replicated (XLA gathers them), never wrong results.
   lay = Layout("gqa_split_seq", (2, 2), P(None, None, ("x", "y")),
                kv=P(None, "x"), k=2, t=34)
   _run("triton", lay, no_collectives=False)
+
+
+def test_sequence_sharding_runs_a_ring():
+  # q / k / v split over T = S (and the segment ids with them; lengths
+  # replicated): flash_attention runs ring attention over that mesh axis
+  # (contiguous chunks), moving data by collective-permutes only.  Causal,
+  # GQA, lengths and segment ids; the ring merges blocks, so it equals the
+  # one-device kernel up to f32 rounding.
+  lay = Layout("sequence", (4,), P(None, "x"), k=2, t=32)
+  qkv, extra, ct = _inputs(lay)
+  fwd, fwd_bwd = _jitted("triton")
+  want = fwd_bwd(qkv, extra, ct)
+  mesh = _mesh(lay.mesh)
+  put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))
+  s_qkv = tuple(put(x, lay.q) for x in qkv)
+  s_extra = {n: put(x, P() if x.ndim == 1 else lay.q)
+             for n, x in extra.items()}
+  s_ct = put(ct, lay.q)
+  for f, args in ((fwd, (s_qkv, s_extra)), (fwd_bwd, (s_qkv, s_extra, s_ct))):
+    found, compiled = _collectives(f, *args)
+    assert found == ["collective-permute"], found
+  got = compiled(s_qkv, s_extra, s_ct)
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=0,
+                               atol=2e-5)
+  _check_sharding(got, (s_qkv[0], s_qkv))
 
 
 def test_shard_map_runs_the_kernel_on_local_shapes():

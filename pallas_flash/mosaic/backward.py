@@ -576,7 +576,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   dq_ref, smem, barriers = refs
   q_smems, do_smems, k_smems, v_smems, *xchg_smem = smem
   q_bars, do_bars, k_bars, v_bars, *interpret_bars = barriers
-  dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
+  dtype = q_ref.dtype
   c, stages = cfg.consumers, cfg.num_stages
   bq, bk = cfg.block_q_dq, cfg.block_kv_dq
   wg = lax.axis_index("wg")

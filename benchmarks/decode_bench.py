@@ -1,0 +1,330 @@
+"""Decoding benchmark (issue 15): one attention step of T new tokens per
+sequence against a KV cache, bf16, 32 query heads over 8 kv heads, d128.
+
+    python -m benchmarks.decode_bench --out benchmarks/results/decode_<date>_<dev>
+
+Figure: HBM bytes the step must read and write (the K/V rows attended, summed
+over the batch's cache lengths, plus Q and O) divided by the median time, in
+TB/s, beside the card's peak.  Every implementation runs in the same process
+on the same inputs; small caches are rotated through enough copies that the
+50 MB L2 cannot hold them between calls (each call reads from HBM).
+
+Implementations (each optional; a failure is reported as "did not run"):
+
+* ``ours``: ``pallas_flash.flash_attention(implementation=None)`` (the
+  split-KV kernel, chosen automatically for T <= 64, S >= 8 T);
+* ``ours-paged``: ``pallas_flash.decode.paged_attention`` over 64-token
+  pages in a shuffled page pool;
+* ``cudnn`` / ``xla``: ``jax.nn.dot_product_attention(implementation=...)``;
+* ``jax-gqa``: ``jax.experimental.pallas.ops.gpu.decode_attention.gqa``
+  (T = 1 only; its defaults: block_k 128, 16 splits);
+* ``jax-paged``: ``jax.experimental.pallas.ops.gpu.paged_attention`` (T = 1;
+  its layout [K, P, page_size, H], 64-token pages, 2 pages per block; it
+  applies no softmax scale, so it gets q pre-scaled by 1/sqrt(H)).
+
+All cells are non-causal (each new token attends the whole cache), as the
+peers without a bottom-right diagonal compute.  ``--sweep`` first times
+``DecodeConfig`` variants of ours on three cells.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import pallas_flash as pf
+from pallas_flash.decode import DecodeConfig, paged_attention
+
+N, K, H = 32, 8, 128
+PAGE = 64
+L2_BYTES = 64 << 20  # rotate inputs smaller than this (H100 L2 50 MB, H200 60 MB)
+# (label, B, T, S, ragged)
+CELLS = [("1:1:4k", 1, 1, 4096, False), ("1:1:32k", 1, 1, 32768, False),
+         ("1:1:128k", 1, 1, 131072, False), ("32:1:4k", 32, 1, 4096, False),
+         ("32:1:32k", 32, 1, 32768, False), ("32:16:32k", 32, 16, 32768, False),
+         ("32:1:32k ragged", 32, 1, 32768, True),
+         ("32:1:128k", 32, 1, 131072, False)]
+PEAK_TBS = {"H100": 3.35, "H200": 4.8}  # HBM3 / HBM3e datasheet peaks
+
+
+def log(*a):
+  print(*a, flush=True)
+
+
+def cell_inputs(b, t, s, ragged, seed=0):
+  keys = jax.random.split(jax.random.key(seed), 4)
+  q = jax.random.normal(keys[0], (b, t, N, H), jnp.bfloat16)
+  k = jax.random.normal(keys[1], (b, s, K, H), jnp.bfloat16)
+  v = jax.random.normal(keys[2], (b, s, K, H), jnp.bfloat16)
+  if ragged:  # cache fills uniform in [1, S]
+    lens = jax.random.randint(keys[3], (b,), 1, s + 1, jnp.int32)
+  else:
+    lens = jnp.full((b,), s, jnp.int32)
+  return q, k, v, lens
+
+
+def step_bytes(b, t, s, lens) -> float:
+  """K/V rows attended + Q + O, bf16."""
+  kv = float(np.sum(np.asarray(lens))) * K * H * 2 * 2
+  return kv + 2 * b * t * N * H * 2
+
+
+def paged_layout(k, v, seed=1):
+  """[B, S, K, H] -> shuffled [P, PAGE, K, H] pools and a [B, S/PAGE] table."""
+  b, s = k.shape[:2]
+  m = s // PAGE
+  perm = jax.random.permutation(jax.random.key(seed), b * m)
+  table = perm.reshape(b, m).astype(jnp.int32)
+  inv = jnp.argsort(perm)
+  pages = lambda x: x.reshape(b * m, PAGE, K, H)[inv]
+  return pages(k), pages(v), table
+
+
+def builders(t):
+  """{name: build(q, k, v, lens) -> (fn, args)} for a cell with T = t."""
+  def ours(q, k, v, lens):
+    return (lambda q, k, v, lens: pf.flash_attention(
+        q, k, v, key_value_seq_lengths=lens)), (q, k, v, lens)
+
+  def ours_paged(q, k, v, lens):
+    kp, vp, table = paged_layout(k, v)
+    return (lambda q, kp, vp, table, lens: paged_attention(
+        q, kp, vp, table, lens, is_causal=False)), (q, kp, vp, table, lens)
+
+  def jax_nn(impl):
+    def build(q, k, v, lens):
+      return (lambda q, k, v, lens: jax.nn.dot_product_attention(
+          q, k, v, key_value_seq_lengths=lens, implementation=impl)), (q, k, v, lens)
+    return build
+
+  def jax_gqa(q, k, v, lens):
+    if t != 1:
+      raise NotImplementedError("decode_attention.gqa takes one query token")
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      from jax.experimental.pallas.ops.gpu import decode_attention
+    return (lambda q, k, v, lens: decode_attention.gqa(
+        q[:, 0], k, v, kv_seq_len=lens)[:, None]), (q, k, v, lens)
+
+  def jax_paged(q, k, v, lens):
+    if t != 1:
+      raise NotImplementedError("paged_attention takes one query token")
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      from jax.experimental.pallas.ops.gpu import paged_attention as jpa
+    kp, vp, table = paged_layout(k, v)
+    kp, vp = (x.transpose(2, 0, 1, 3) for x in (kp, vp))  # [K, P, page, H]
+    q = q * jnp.bfloat16(1 / math.sqrt(H))  # it takes no scale: pre-scaled q
+    return (lambda q, kp, vp, table, lens: jpa.paged_attention(
+        q[:, 0], kp, vp, table, lens, pages_per_compute_block=2)[:, None]), (
+            q, kp, vp, table, lens)
+
+  return {"ours": ours, "ours-paged": ours_paged, "cudnn": jax_nn("cudnn"),
+          "xla": jax_nn("xla"), "jax-gqa": jax_gqa, "jax-paged": jax_paged}
+
+
+def time_rotating(f, arg_sets, reps: int, sample_s: float):
+  """Median s per call over ``reps`` bursts, cycling through ``arg_sets``."""
+  for a in arg_sets:
+    jax.block_until_ready(f(*a))
+  t0 = time.perf_counter()
+  jax.block_until_ready(f(*arg_sets[0]))
+  single = time.perf_counter() - t0
+  n = int(max(len(arg_sets), min(2000, math.ceil(sample_s / max(single, 1e-6)))))
+  xs = []
+  for _ in range(reps):
+    t0 = time.perf_counter()
+    for i in range(n):
+      out = f(*arg_sets[i % len(arg_sets)])
+    jax.block_until_ready(out)
+    xs.append((time.perf_counter() - t0) / n)
+  return float(np.median(xs)), float((max(xs) - min(xs)) / np.median(xs))
+
+
+def rel_err(x, ref):
+  x, ref = np.asarray(x, np.float32), np.asarray(ref, np.float32)
+  return float(np.linalg.norm(x - ref) / max(np.linalg.norm(ref), 1e-6))
+
+
+def copies_for(nbytes):
+  return max(1, math.ceil(L2_BYTES / max(nbytes, 1)))
+
+
+def bench_cell(label, b, t, s, ragged, names, args, deadline, peak):
+  q, k, v, lens = cell_inputs(b, t, s, ragged)
+  nbytes = step_bytes(b, t, s, lens)
+  free = _free_bytes()
+  copies = copies_for(nbytes)
+  if free is not None and copies * 2 * k.nbytes > 0.4 * free:
+    copies = 1
+  sets = [(q, k, v, lens)] + [
+      (q, k.copy(), v.copy(), lens) for _ in range(copies - 1)]
+  rows = []
+  ref = pf.flash_attention(q[:1].astype(jnp.float32), k[:1].astype(jnp.float32),
+                           v[:1].astype(jnp.float32), implementation="xla",
+                           key_value_seq_lengths=lens[:1])
+  for name in names:
+    row = dict(cell=label, b=b, t=t, s=s, ragged=ragged, impl=name,
+               bytes=nbytes, copies=copies)
+    rows.append(row)
+    if time.time() > deadline:
+      row["status"] = "not run: time budget"
+      continue
+    try:
+      if name == "xla" and b * N * t * s * 4 > 8 << 30:
+        raise NotImplementedError("XLA path would materialise > 8 GiB of scores")
+      build = builders(t)[name]
+      fn, fargs = build(*sets[0])
+      arg_sets = [fargs] + [build(*x)[1] for x in sets[1:]]
+      f = jax.jit(fn)
+      t0 = time.perf_counter()
+      out = jax.block_until_ready(f(*fargs))
+      row["first_call_s"] = time.perf_counter() - t0
+      row["rel_err"] = rel_err(out[:1], ref)  # vs the f32 reference, batch 0
+      med, spread = time_rotating(f, arg_sets, args.reps, args.sample_s)
+      row.update(status="ok", med_s=med, spread=spread, tbs=nbytes / med / 1e12,
+                 pct_peak=100 * nbytes / med / 1e12 / peak if peak else None)
+      del out, arg_sets, f
+    except Exception as e:  # report, go on
+      row["status"] = f"did not run: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    log(_fmt(row))
+  return rows
+
+
+def _fmt(r):
+  if r.get("status") != "ok":
+    return f"  {r['cell']:16s} {r['impl']:11s} {r.get('status')}"
+  return (f"  {r['cell']:16s} {r['impl']:11s} {r['med_s'] * 1e6:9.1f} us "
+          f"{r['tbs']:5.2f} TB/s ({r['pct_peak'] or 0:4.1f}% peak) spread "
+          f"{r['spread']:.2f} copies {r['copies']} err {r['rel_err']:.1e}")
+
+
+def _free_bytes():
+  try:
+    st = jax.devices()[0].memory_stats()
+    return st["bytes_limit"] - st["bytes_in_use"]
+  except Exception:
+    return None
+
+
+# Run 1 (H100, 2026-11-22, before the combine kernel) timed 11 variants on
+# 1:1:128k and 32:1:32k: all within 2.78-2.83 / 2.84-3.02 TB/s except
+# waves=1 at B1 (2.19); the default (128, 4 warps, 3 stages, waves 2) was
+# within 1% of the best on both.  These are the variants left to compare.
+SWEEP = [DecodeConfig(),
+         DecodeConfig(waves=1),  # B32: one split, no combine kernel
+         DecodeConfig(block_k=64, num_warps=4, num_stages=3),
+         DecodeConfig(block_k=64, num_warps=4, num_stages=4),
+         DecodeConfig(block_k=256, num_warps=4, num_stages=2),
+         DecodeConfig(waves=3)]
+
+
+def sweep(args, deadline, peak):
+  rows = []
+  for label, b, t, s, ragged in [c for c in CELLS
+                                  if c[0] in args.sweep_cells.split(",")]:
+    q, k, v, lens = cell_inputs(b, t, s, ragged)
+    nbytes = step_bytes(b, t, s, lens)
+    copies = copies_for(nbytes)
+    sets = [(q, k, v, lens)] + [
+        (q, k.copy(), v.copy(), lens) for _ in range(copies - 1)]
+    for cfg in SWEEP:
+      if time.time() > deadline:
+        break
+      name = (f"bk{cfg.block_k}_w{cfg.num_warps}_st{cfg.num_stages}"
+              f"_waves{cfg.waves}")
+      try:
+        f = jax.jit(lambda q, k, v, lens, cfg=cfg: pf.flash_attention(
+            q, k, v, key_value_seq_lengths=lens, implementation="triton",
+            config=cfg))
+        med, spread = time_rotating(f, sets, args.reps, args.sample_s)
+        row = dict(cell=label, config=dataclasses.asdict(cfg), name=name,
+                   med_s=med, tbs=nbytes / med / 1e12)
+        log(f"  sweep {label:10s} {name:28s} {med * 1e6:9.1f} us "
+            f"{row['tbs']:5.2f} TB/s")
+      except Exception as e:
+        row = dict(cell=label, name=name, status=f"did not run: {e!r}"[:200])
+        log(f"  sweep {label:10s} {name:28s} {row['status']}")
+      rows.append(row)
+  return rows
+
+
+def table(rows, peak):
+  peers = ["cudnn", "xla", "jax-gqa", "jax-paged"]
+  out = ["| B : T : cache | ours TB/s (% peak) | ours-paged | cudnn | xla | "
+         "jax-gqa | jax-paged | ours / best peer | paged / best peer |",
+         "|---|---|---|---|---|---|---|---|---|"]
+  for label in dict.fromkeys(r["cell"] for r in rows):
+    got = {r["impl"]: r for r in rows if r["cell"] == label}
+    tb = lambda n: got[n]["tbs"] if n in got and got[n].get("status") == "ok" else None
+    best = max([x for x in (tb(p) for p in peers) if x is not None], default=None)
+    cell = lambda n: "—" if tb(n) is None else f"{tb(n):.2f}"
+    ours = "—" if tb("ours") is None else f"{tb('ours'):.2f} ({100 * tb('ours') / peak:.0f}%)"
+    ratio = lambda n: "—" if tb(n) is None or not best else f"{tb(n) / best:.2f}"
+    out.append(f"| {label} | {ours} | {cell('ours-paged')} | "
+               + " | ".join(cell(p) for p in peers)
+               + f" | {ratio('ours')} | {ratio('ours-paged')} |")
+  return "\n".join(out)
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--out", default=None)
+  p.add_argument("--cells", default=",".join(c[0] for c in CELLS))
+  p.add_argument("--impls", default="ours,ours-paged,cudnn,xla,jax-gqa,jax-paged")
+  p.add_argument("--reps", type=int, default=7)
+  p.add_argument("--sample-s", type=float, default=0.05)
+  p.add_argument("--budget-s", type=float, default=1e9)
+  p.add_argument("--sweep", action="store_true")
+  p.add_argument("--sweep-cells", default="1:1:128k,32:1:4k,32:1:32k ragged")
+  args = p.parse_args(argv)
+  deadline = time.time() + args.budget_s
+  dev = jax.devices()[0]
+  kind = dev.device_kind
+  peak = next((v for k_, v in PEAK_TBS.items() if k_ in kind), None)
+  meta = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
+              device=kind, jax=jax.__version__, peak_tbs=peak,
+              sms=getattr(dev, "core_count", None))
+  log(f"decode bench on {kind} ({meta['sms']} SMs), jax {jax.__version__}, "
+      f"peak {peak} TB/s")
+  if jax.default_backend() != "gpu":
+    log("no GPU: nothing to time")
+    return 1
+  results = dict(meta=meta, sweep=[], rows=[])
+
+  def save():
+    if args.out:
+      os.makedirs(args.out, exist_ok=True)
+      with open(os.path.join(args.out, "decode.json"), "w") as fh:
+        json.dump(results, fh, indent=1)
+
+  names = args.impls.split(",")
+  for label, b, t, s, ragged in CELLS:
+    if label not in args.cells.split(","):
+      continue
+    results["rows"] += bench_cell(label, b, t, s, ragged, names, args,
+                                  deadline, peak)
+    save()
+  md = table(results["rows"], peak or 1.0)
+  log(f"\n{kind}, jax {jax.__version__}, bf16 N{N}/K{K} d{H}, TB/s = "
+      f"(K/V attended + Q + O bytes) / median time; peak {peak} TB/s\n{md}")
+  if args.out:
+    with open(os.path.join(args.out, "table.md"), "w") as fh:
+      fh.write(md + "\n")
+  if args.sweep:  # after the table: it gets what is left of --budget-s
+    results["sweep"] = sweep(args, deadline, peak)
+    save()
+  return 0
+
+
+if __name__ == "__main__":
+  raise SystemExit(main())

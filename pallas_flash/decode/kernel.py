@@ -1,0 +1,382 @@
+"""Pallas-Triton split-KV decoding ("flash-decoding"), contiguous and paged K/V.
+
+Decoding has few query tokens T per sequence against a long K/V length S, so
+the forward's grid (query tiles x B x N) leaves most SMs idle and the step is
+bound by reading K/V from HBM.  Here the K/V length is split across programs
+(Dao et al., "Flash-Decoding for long-context inference", 2023):
+
+* grid ``(row_tiles * num_splits, B, K)``: one program per (row tile, split,
+  batch, kv head);
+* GQA/MQA packing: the G = N / K query heads of one kv head times the T query
+  tokens are the rows of one tile (row ``r = t * G + g``, [block_r, Hp] with
+  block_r >= 16 for the tensor-core dot), so K/V are read once per kv head;
+* each program streams its split's [block_k, Hp] K/V tiles with the
+  FlashAttention-2 online softmax (FA-2 Alg. 1, log2 domain as in
+  ``triton/tiles.py``) and writes its normalised partial output (f32) and
+  log2-sum-exp;
+* a second small kernel merges the splits exactly: ``out = sum_s w_s o_s /
+  sum_s w_s`` with ``w_s = exp2(lse_s - max lse)`` (with one split the first
+  kernel writes the final output itself).
+
+Each sequence's visible key range (lengths, bottom-right causal diagonal,
+window: ``masks.kv_bounds``) is divided evenly among the splits, so a ragged
+batch never reads past a sequence's fill and a split with no keys writes an
+empty partial (lse = -inf, weight 0).  Tiles the position mask covers entirely
+run unmasked, edge tiles pay for the element-wise ``masks.position_visible``.
+
+Paged K/V (vLLM, flash-attn ``block_table``): pages ``[P, page_size, K, H]``
+and a per-sequence table ``[B, max_pages]`` of page numbers; key ``j`` of
+sequence ``b`` lives at ``pages[table[b, j // page_size], j % page_size]``.
+The kernel gathers each tile's rows through the table (clamped to
+``[0, P)``, loads masked beyond the sequence's length).
+
+Letters as in ``api.py``: B batch, T query length, S key/value length
+(``max_pages * page_size`` when paged), N query heads, K kv heads,
+G = N / K, H head dim (Hp: padded to a power of two >= 16), R = T * G rows.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from pallas_flash import masks
+from pallas_flash.params import KernelParams
+from pallas_flash.triton import tiles
+from pallas_flash.triton.forward import kv_tile_loops
+
+# Dispatch rule of ``flash_attention(implementation=None)`` on a GPU (see
+# ``suits``): the split-KV path takes T <= MAX_T query tokens against
+# S >= MIN_S_PER_T * T keys.
+MAX_T = 64
+MIN_S_PER_T = 8
+_INTERPRET_CORES = 8  # SM count assumed off-GPU (interpret mode)
+# The combine kernel holds all splits of its rows in registers.
+MAX_SPLITS = 64
+# Shared memory for the pipelined K/V tiles: Triton keeps num_stages - 1
+# buffers of the [block_k, Hp] K and V tiles (bf16 d128, block_k 128,
+# 3 stages: 128 KiB, which ran on the H100).  block_k is halved until the
+# estimate fits this budget (A100: 164 KiB per block; H100/H200: 227 KiB), so
+# f32 or d256 inputs get smaller tiles instead of a launch failure.
+SMEM_BUDGET = 160 * 1024
+
+
+def _pow2(x: int) -> bool:
+  return x >= 16 and (x & (x - 1)) == 0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DecodeConfig:
+  """Tiles and launch parameters of the split-KV kernel.
+
+  Passing one as ``config`` with ``implementation="triton"`` to
+  ``flash_attention`` forces the split-KV kernel.
+
+  Attributes:
+    block_k: keys per K/V tile ([block_k, Hp] per load).
+    block_rows: most query rows (G * T, padded to a power of two >= 16) per
+      program; more rows are split into row tiles that each re-read K/V.
+    num_warps, num_stages: launch parameters (stages = Triton's software
+      pipelining depth of the K/V loads).
+    num_splits: K/V splits per (batch, kv head, row tile), at most
+      ``MAX_SPLITS`` = 64 and one per K/V tile; ``None`` chooses
+      ``ceil(waves * SMs / programs)``, at most one split per
+      ``min_split_keys`` keys.
+    waves: target programs per SM when ``num_splits`` is None.
+    min_split_keys: fewest keys per split when ``num_splits`` is None.
+  """
+
+  block_k: int = 128
+  block_rows: int = 64
+  num_warps: int = 4
+  num_stages: int = 3
+  num_splits: int | None = None
+  waves: int = 2
+  min_split_keys: int = 256
+
+  def __post_init__(self):
+    for name in ("block_k", "block_rows"):
+      if not _pow2(getattr(self, name)):
+        raise ValueError(f"{name}={getattr(self, name)} must be a power of two >= 16")
+    for name in ("num_warps", "num_stages", "waves", "min_split_keys"):
+      value = getattr(self, name)
+      if not (isinstance(value, int) and value >= 1):
+        raise ValueError(f"{name}={value!r} must be a positive int")
+    if self.num_splits is not None and not (
+        isinstance(self.num_splits, int) and self.num_splits >= 1):
+      raise ValueError(f"num_splits={self.num_splits!r} must be a positive int or None")
+
+
+def suits(t: int, s: int, spec: masks.MaskSpec, score_terms: bool) -> bool:
+  """Whether ``flash_attention(implementation=None)`` takes the split-KV path
+  (``score_terms``: the call has a bias, ALiBi or dropout, which it lacks)."""
+  return (not score_terms and not spec.needs_elementwise and t <= MAX_T
+          and s >= MIN_S_PER_T * t)
+
+
+def check_supported(params: KernelParams, q, k):
+  del q, k
+  if params.spec.needs_elementwise:
+    raise NotImplementedError(
+        "the split-KV decode kernel takes lengths, causal, window and soft-cap; "
+        "segment ids and dense masks go to the forward kernels")
+
+
+def sm_count() -> int:
+  if jax.default_backend() != "gpu":
+    return _INTERPRET_CORES
+  return int(getattr(jax.devices()[0], "core_count", 0) or 132)
+
+
+def num_splits(cfg: DecodeConfig, *, programs: int, s: int) -> int:
+  """K/V splits so that ``programs * splits`` fills the GPU ``waves`` times."""
+  most = max(1, min(pl.cdiv(s, cfg.block_k), MAX_SPLITS))
+  if cfg.num_splits is not None:
+    return min(cfg.num_splits, most)
+  want = pl.cdiv(cfg.waves * sm_count(), programs)
+  return max(1, min(want, s // cfg.min_split_keys, most))
+
+
+def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, table_ref,
+                   o_ref, lse_ref, *, spec: masks.MaskSpec, scale: float,
+                   cap: float | None, group: int, t: int, s: int, block_r: int,
+                   block_k: int, head_dim: int, splits: int,
+                   page_size: int | None):
+  rows = t * group
+  row_tile = pl.program_id(0) // splits
+  split = pl.program_id(0) % splits
+  r0 = row_tile * block_r
+  q = tiles.load_rows(q_ref, r0, block_r, rows, head_dim)  # [block_r, Hp]
+  q_len = jnp.clip(q_len_ref[()], 0, t)
+  kv_len = jnp.clip(kv_len_ref[()], 0, s)
+  offset = masks.diagonal_offset(spec, q_len, kv_len)
+  t_pos = (r0 + jnp.arange(block_r)) // group  # query token of each row
+  t_start = r0 // group
+  t_end = jnp.minimum((r0 + block_r - 1) // group + 1, q_len)
+
+  # -- this split's share of the tiles the rows may see (masks.kv_bounds)
+  first, full_first, full_last, last = kv_tile_loops(
+      spec, t_start, t_end, kv_len, offset, block_k)
+  last = jnp.where(t_end > t_start, last, first)
+  per_split = pl.cdiv(last - first, splits)
+  lo = jnp.minimum(first + split * per_split, last)
+  hi = jnp.minimum(lo + per_split, last)
+  unmasked_lo = jnp.clip(full_first, lo, hi)
+  unmasked_hi = jnp.clip(full_last, unmasked_lo, hi)
+
+  head_dim_padded = q_ref.shape[-1]
+  cols_ok = jnp.arange(head_dim_padded) < head_dim
+
+  def load_kv(ref, k_start, masked: bool):
+    """[block_k, Hp] rows of K or V; masked loads stop at kv_len."""
+    keys = k_start + jnp.arange(block_k)
+    if page_size is None:
+      if not masked:
+        return tiles.load_rows(ref, k_start, block_k, s, head_dim)
+      mask = (keys < kv_len)[:, None] & cols_ok[None, :]
+      return plgpu.load(ref.at[pl.ds(k_start, block_k), :], mask=mask, other=0.0)
+    # Paged: gather each key's page through the block table (clamped so an
+    # out-of-range entry never addresses outside the page pool).
+    slot = jnp.minimum(keys // page_size, table_ref.shape[0] - 1)
+    page = jnp.clip(table_ref[slot], 0, ref.shape[0] - 1)
+    # Three broadcasting index arrays ([block_k, 1] page and row, [1, Hp]
+    # column) form the [block_k, Hp] gather.
+    idx = (page[:, None], (keys % page_size)[:, None],
+           jnp.arange(head_dim_padded)[None, :])
+    mask = cols_ok[None, :]
+    if masked:
+      mask = mask & (keys < kv_len)[:, None]
+    if head_dim == head_dim_padded and not masked:
+      return plgpu.load(ref.at[idx])
+    return plgpu.load(ref.at[idx], mask=mask, other=0.0)
+
+  def body(tile_k, carry, *, masked: bool):
+    acc, m_prev, l_prev = carry
+    k_start = tile_k * block_k
+    k = load_kv(k_ref, k_start, masked)
+    s2, _ = tiles.scores(q, k, scale=scale, cap=cap)  # [block_r, block_k]
+    if masked:
+      k_pos = k_start + jnp.arange(block_k)
+      ok = masks.position_visible(spec, t_pos[:, None], k_pos[None, :], q_len,
+                                  kv_len, offset)
+      s2 = jnp.where(ok, s2, masks.MASK_VALUE)
+    # -- update m and l (FA-2 Alg. 1 lines 8-10), rescale acc lazily
+    m_next = jnp.maximum(m_prev, jnp.max(s2, axis=1))
+    alpha = jnp.exp2(m_prev - m_next)
+    p = jnp.exp2(s2 - m_next[:, None])
+    l_next = l_prev * alpha + jnp.sum(p, axis=1)
+    v = load_kv(v_ref, k_start, masked)
+    acc = acc * alpha[:, None] + tiles.dot(p.astype(v.dtype), v)
+    return acc, m_next, l_next
+
+  carry = (jnp.zeros((block_r, head_dim_padded), jnp.float32),
+           jnp.full((block_r,), -jnp.inf, jnp.float32),
+           jnp.zeros((block_r,), jnp.float32))
+  masked_body = functools.partial(body, masked=True)
+  carry = lax.fori_loop(lo, unmasked_lo, masked_body, carry)
+  carry = lax.fori_loop(unmasked_lo, unmasked_hi,
+                        functools.partial(body, masked=False), carry)
+  acc, m, l = lax.fori_loop(unmasked_hi, hi, masked_body, carry)
+
+  # A row that saw no key in this split (or is past q_len) is empty: out 0,
+  # lse2 -inf, so that it weighs nothing in the combine.
+  empty = (m <= masks.MASK_VALUE) | (t_pos >= q_len)
+  l_safe = jnp.where(empty, 1.0, l)
+  out = jnp.where(empty[:, None], 0.0, acc / l_safe[:, None])
+  lse2 = jnp.where(empty, -jnp.inf, m + jnp.log2(l_safe))
+  tiles.store_rows(o_ref, out, r0, block_r, rows, head_dim)
+  plgpu.store(lse_ref, lse2, mask=r0 + jnp.arange(block_r) < rows)
+
+
+def _combine_kernel(o_ref, lse2_ref, out_ref, lse_ref, *, splits: int,
+                    rows: int, block_r: int, head_dim: int):
+  """Exact merge of one kv head's splits for rows [r0, r0 + block_r):
+  ``out = sum_s w_s o_s / sum_s w_s``, ``w_s = exp2(lse2_s - max lse2)``.
+  Holds all splits at once: o [splits_p2, block_r, Hp] f32."""
+  splits_p2 = pl.next_power_of_2(splits)
+  r0 = pl.program_id(0) * block_r
+  split_ok = jnp.arange(splits_p2) < splits
+  row_ok = r0 + jnp.arange(block_r) < rows
+  ok2 = split_ok[:, None] & row_ok[None, :]
+  lse2 = plgpu.load(lse2_ref.at[pl.ds(0, splits_p2), pl.ds(r0, block_r)],
+                    mask=ok2, other=-jnp.inf)  # [splits_p2, block_r]
+  head_dim_padded = o_ref.shape[-1]
+  ok3 = ok2[:, :, None] & (jnp.arange(head_dim_padded) < head_dim)[None, None, :]
+  o = plgpu.load(o_ref.at[pl.ds(0, splits_p2), pl.ds(r0, block_r), :],
+                 mask=ok3, other=0.0)  # [splits_p2, block_r, Hp]
+  m = jnp.max(lse2, axis=0)
+  m_safe = jnp.where(m == -jnp.inf, 0.0, m)
+  w = jnp.exp2(lse2 - m_safe[None, :])  # 0 for empty splits
+  l = jnp.sum(w, axis=0)
+  seen = l > 0
+  l_safe = jnp.where(seen, l, 1.0)
+  out = jnp.sum(w[:, :, None] * o, axis=0) / l_safe[:, None]
+  lse = jnp.where(seen, (m_safe + jnp.log2(l_safe)) * tiles.LN2, jnp.inf)
+  tiles.store_rows(out_ref, out, r0, block_r, rows, head_dim)
+  plgpu.store(lse_ref, lse, mask=row_ok)
+
+
+def _combine(o_part, lse2_part, dtype, *, head_dim: int, interpret: bool):
+  """[B, K, splits, R, H] partials -> (out [B, K, R, H] dtype, lse [B, K, R]
+  natural log, +inf where no split saw a key): one launch."""
+  b, kh, splits, rows, _ = o_part.shape
+  hp = pl.next_power_of_2(max(head_dim, 16))
+  splits_p2 = pl.next_power_of_2(splits)
+  # <= 8192 f32 per program ([splits_p2, block_r, Hp]) beside rows' own cap
+  block_r = max(1, min(pl.next_power_of_2(rows), 8192 // (splits_p2 * hp)))
+  kernel = functools.partial(_combine_kernel, splits=splits, rows=rows,
+                             block_r=block_r, head_dim=head_dim)
+  return pl.pallas_call(
+      kernel,
+      grid=(pl.cdiv(rows, block_r), b, kh),
+      in_specs=[
+          pl.BlockSpec((None, None, splits, rows, hp),
+                       lambda i, bi, hi: (bi, hi, 0, 0, 0)),
+          pl.BlockSpec((None, None, splits, rows),
+                       lambda i, bi, hi: (bi, hi, 0, 0))],
+      out_specs=[
+          pl.BlockSpec((None, None, block_r, hp), lambda i, bi, hi: (bi, hi, i, 0)),
+          pl.BlockSpec((None, None, block_r), lambda i, bi, hi: (bi, hi, i))],
+      out_shape=[jax.ShapeDtypeStruct((b, kh, rows, head_dim), dtype),
+                 jax.ShapeDtypeStruct((b, kh, rows), jnp.float32)],
+      compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=1),
+      interpret=interpret,
+      name="pallas_flash_decode_combine",
+  )(o_part, lse2_part)
+
+
+def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
+              *, s: int, page_size: int | None):
+  """Runs the split kernel and the combine; returns (out [B, T, N, H],
+  lse [B, N, T] natural log, +inf on fully masked rows)."""
+  b, t, n, h = q.shape
+  kh = k.shape[2]
+  group = n // kh
+  rows = t * group
+  cfg = params.config or DecodeConfig()
+  block_r = max(16, min(cfg.block_rows, pl.next_power_of_2(rows)))
+  block_k = max(16, min(cfg.block_k, pl.next_power_of_2(s)))
+  hp = pl.next_power_of_2(max(h, 16))
+  buffers = 2 * max(cfg.num_stages - 1, 1)  # K and V tiles per stage
+  while block_k > 16 and buffers * block_k * hp * q.dtype.itemsize > SMEM_BUDGET:
+    block_k //= 2
+  cfg = dataclasses.replace(cfg, block_k=block_k)
+  row_tiles = pl.cdiv(rows, block_r)
+  splits = num_splits(cfg, programs=b * kh * row_tiles, s=s)
+  # [B, T, N, H] -> [B, K, T * G, H]: row r = t * G + g of kv head k
+  q_rows = q.reshape(b, t, kh, group, h).transpose(0, 2, 1, 3, 4).reshape(
+      b, kh, rows, h)
+  length = pl.BlockSpec((None,), lambda i, bi, hi: (bi,))  # one scalar per batch
+  if page_size is None:
+    kv_spec = pl.BlockSpec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi, 0))
+    table_ops, table_specs = [], []
+  else:
+    pages = k.shape[0]
+    kv_spec = pl.BlockSpec((pages, page_size, None, hp),
+                           lambda i, bi, hi: (0, 0, hi, 0))
+    table_ops = [table]
+    table_specs = [pl.BlockSpec((None, table.shape[1]), lambda i, bi, hi: (bi, 0))]
+  kernel = functools.partial(
+      _decode_kernel, spec=params.spec, scale=params.scale,
+      cap=params.logits_soft_cap, group=group, t=t, s=s, block_r=block_r,
+      block_k=block_k, head_dim=h, splits=splits, page_size=page_size)
+  if page_size is None:  # no table operand: bind the ref to None
+    kernel = _without_table(kernel)
+  part = lambda i: (i // splits, i % splits)
+  # One split: the kernel's normalised output is final (no combine launch).
+  o_part, lse2 = pl.pallas_call(
+      kernel,
+      grid=(row_tiles * splits, b, kh),
+      in_specs=[
+          pl.BlockSpec((None, None, rows, hp), lambda i, bi, hi: (bi, hi, 0, 0)),
+          kv_spec, kv_spec, length, length, *table_specs],
+      out_specs=[
+          pl.BlockSpec((None, None, None, block_r, hp),
+                       lambda i, bi, hi: (bi, hi, part(i)[1], part(i)[0], 0)),
+          pl.BlockSpec((None, None, None, block_r),
+                       lambda i, bi, hi: (bi, hi, part(i)[1], part(i)[0])),
+      ],
+      out_shape=[jax.ShapeDtypeStruct((b, kh, splits, rows, h),
+                                      jnp.float32 if splits > 1 else q.dtype),
+                 jax.ShapeDtypeStruct((b, kh, splits, rows), jnp.float32)],
+      compiler_params=plgpu.CompilerParams(num_warps=cfg.num_warps,
+                                           num_stages=cfg.num_stages),
+      interpret=params.interpret,
+      name="pallas_flash_decode" if page_size is None else "pallas_flash_paged_decode",
+  )(q_rows, k, v, arrays.q_len, arrays.kv_len, *table_ops)
+  if splits > 1:
+    out, lse = _combine(o_part, lse2, q.dtype, head_dim=h,
+                        interpret=params.interpret)  # [B, K, R, H], [B, K, R]
+  else:
+    out, lse2 = o_part[:, :, 0], lse2[:, :, 0]
+    lse = jnp.where(lse2 == -jnp.inf, jnp.inf, lse2 * tiles.LN2)
+  out = out.reshape(b, kh, t, group, h).transpose(0, 2, 1, 3, 4).reshape(b, t, n, h)
+  lse = lse.reshape(b, kh, t, group).transpose(0, 1, 3, 2).reshape(b, n, t)
+  return out, lse
+
+
+def _without_table(kernel):
+  def call(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, o_ref, lse_ref):
+    kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, None, o_ref, lse_ref)
+  return call
+
+
+def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
+  """Backend contract of ``params.py`` over a contiguous [B, S, K, H] cache:
+  (out [B, T, N, H], lse [B, N, T] f32, +inf on fully masked rows)."""
+  return _split_kv(q, k, v, None, arrays, params, s=k.shape[1], page_size=None)
+
+
+def paged_forward(q, k_pages, v_pages, block_table, arrays: masks.MaskArrays,
+                  params: KernelParams):
+  """As ``forward`` over pages [P, page_size, K, H] and a block table
+  [B, max_pages] int32; S = max_pages * page_size."""
+  page_size = k_pages.shape[1]
+  return _split_kv(q, k_pages, v_pages, block_table.astype(jnp.int32), arrays,
+                   params, s=block_table.shape[1] * page_size,
+                   page_size=page_size)
