@@ -53,9 +53,9 @@ from pallas_flash.triton import tiles
 from pallas_flash.triton.forward import kv_tile_loops
 
 
-def _dp_dropout(dp, keep, rate):
-  """dP of the undropped P: Z r (dO V^T)."""
-  return jnp.where(keep, dp * (1.0 / (1.0 - rate)), 0.0) if rate > 0.0 else dp
+def _dropped(x, keep, rate):
+  """Z r x: a tile through dropout (keep mask Z, r = 1 / (1 - rate))."""
+  return jnp.where(keep, x * (1.0 / (1.0 - rate)), 0.0)
 
 
 def _ds(p, dp, delta, th, cap):
@@ -80,6 +80,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
   dk_ref, dv_ref = out_refs[:2]
   lens_ref, q_seg_ref = inputs.lens, inputs.q_seg
   tile_k, kv_head = pl.program_id(0), pl.program_id(2)
+  multi_head_bias = inputs.bias is not None and inputs.bias.ndim == 3  # [G, Tb, Sb]
   k_start = tile_k * block_k
   q_len, kv_len = lens_ref[0], lens_ref[1]
   offset = masks.diagonal_offset(spec, q_len, kv_len)
@@ -96,7 +97,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
     dk, dv, *db = carry  # db: the [block_k] dbias sum when dbias
     q_start = tile_q * block_q
     q_head = kv_head * group + g  # of the [N] slopes / seeds
-    multi_head_bias = inputs.bias is not None and inputs.bias.ndim == 3
     q = tiles.load_rows(q_ref, q_start, block_q, t, head_dim, head=g)
     do = tiles.load_rows(do_ref, q_start, block_q, t, head_dim, head=g)
     lse2 = tiles.load_vec(lse_ref, q_start, block_q, t, jnp.inf, head=g) * tiles.LOG2E
@@ -125,8 +125,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
       keep = tiles.dropout_keep(inputs, rate, q_head=q_head, q_start=q_start,
                                 k_start=k_start, block_q=block_q,
                                 block_k=block_k, key_major=True)
-      pdt = jnp.where(keep, pt * (1.0 / (1.0 - rate)), 0.0)
-      dpt = _dp_dropout(dpt, keep, rate)
+      pdt, dpt = _dropped(pt, keep, rate), _dropped(dpt, keep, rate)
     dv = dv + tiles.dot(pdt.astype(do.dtype), do)  # [block_k, Hp]
     dst_logits, dst = _ds(pt, dpt, delta[None, :], tht, cap)
     dk = dk + tiles.dot(dst.astype(q.dtype), q)
@@ -197,7 +196,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
     p = jnp.exp2(s2 - lse2[:, None])
     dp = tiles.dot(do, v, trans_b=True)
     if rate > 0.0:
-      dp = _dp_dropout(dp, tiles.dropout_keep(
+      dp = _dropped(dp, tiles.dropout_keep(
           inputs, rate, q_head=q_head, q_start=q_start, k_start=k_start,
           block_q=block_q, block_k=block_k), rate)
     ds_logits, ds = _ds(p, dp, delta[:, None], th, cap)
