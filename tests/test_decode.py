@@ -62,10 +62,15 @@ def test_dispatch_takes_decode_for_few_queries(monkeypatch):
   long_q = jnp.zeros((2, 256, 4, 64), jnp.bfloat16)
   text = str(jax.make_jaxpr(lambda q, k: pf.flash_attention(q, k, k))(long_q, k))
   assert "pallas_flash_decode" not in text
-  assert kernel.suits(64, 512, pf.masks.MaskSpec(), has_bias=False)
+  assert kernel.suits(64, 512, pf.masks.MaskSpec(), score_terms=False)
   assert not kernel.suits(1, 64, pf.masks.MaskSpec(has_segments=True),
-                          has_bias=False)
-  assert not kernel.suits(1, 64, pf.masks.MaskSpec(), has_bias=True)
+                          score_terms=False)
+  assert not kernel.suits(1, 64, pf.masks.MaskSpec(), score_terms=True)
+  # A bias, ALiBi or dropout keeps the forward kernels.
+  slopes = jnp.ones((4,), jnp.float32)
+  text = str(jax.make_jaxpr(lambda q, k: pf.flash_attention(
+      q, k, k, alibi_slopes=slopes))(q, k))
+  assert "pallas_flash_decode" not in text
 
 
 def test_num_splits_fills_the_gpu():
