@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from jax.custom_derivatives import CustomVJPPrimal, SymbolicZero
 
 from pallas_flash import masks, sharding
-from pallas_flash.params import KernelParams
+from pallas_flash.params import KernelParams, score_terms
 from pallas_flash.triton import backward as triton_backward
 from pallas_flash.triton import forward as triton_forward
 
@@ -38,28 +38,22 @@ def _forward_impl(params: KernelParams):
   raise ValueError(f"unknown forward backend {params.forward!r}")
 
 
-def _mosaic_lacks(params: KernelParams,
-                  arrays: masks.MaskArrays | None) -> bool:
-  """Whether the call has a score term the Mosaic kernels do not take yet:
-  a bias or dropout (they take ALiBi)."""
-  return params.dropout_rate > 0.0 or (arrays is not None
-                                       and arrays.bias is not None)
+# The score terms each forward backend takes; the Triton kernels take all.
+_TAKES = {"mosaic": frozenset({"alibi"}), "decode": frozenset()}
 
 
 def check_supported(params: KernelParams, q, k, v, arrays: masks.MaskArrays):
   """Raises NotImplementedError if the kernels cannot take this input."""
+  terms = score_terms(arrays, params.dropout_rate)
+  missing = terms - _TAKES.get(params.forward, terms)
+  if missing:
+    raise NotImplementedError(
+        f"the {params.forward} kernels take no {' / '.join(sorted(missing))} "
+        "yet (the dispatcher falls back to triton)")
   if params.forward == "mosaic":
-    if _mosaic_lacks(params, arrays):
-      raise NotImplementedError(
-          "the mosaic kernels take no bias or dropout yet (the dispatcher "
-          "falls back to triton)")
     from pallas_flash.mosaic import forward as mosaic_forward
     mosaic_forward.check_supported(params, q, k, v)
   if params.forward == "decode":
-    if _mosaic_lacks(params, arrays) or (arrays is not None and
-                                         arrays.alibi_slopes is not None):
-      raise NotImplementedError(
-          "the split-KV decode kernel takes no bias, ALiBi or dropout")
     from pallas_flash.decode import kernel as decode_kernel
     decode_kernel.check_supported(params, q, k)
 
@@ -89,7 +83,8 @@ def _flash_fwd(params, q, k, v, arrays):
 
 
 def _backward_impl(params: KernelParams, q, k, v, arrays=None):
-  if params.forward == "mosaic" and not _mosaic_lacks(params, arrays):
+  if (params.forward == "mosaic"
+      and score_terms(arrays, params.dropout_rate) <= _TAKES["mosaic"]):
     from pallas_flash.mosaic import backward as mosaic_backward  # Hopper only
     try:
       mosaic_backward.check_supported(params, q, k, v)

@@ -15,7 +15,7 @@ import numpy as np
 
 from pallas_flash import dropout, masks, reference
 from pallas_flash.decode import kernel as decode
-from pallas_flash.params import KernelParams
+from pallas_flash.params import KernelParams, score_terms
 
 Implementation = Literal["xla", "triton", "mosaic"]
 _IMPLEMENTATIONS = (None, "xla", "triton", "mosaic")
@@ -175,8 +175,7 @@ def _dispatch(q, k, v, arrays, spec, scale, cap, rate, implementation,
       return ref()
     # Few query tokens against a long K/V (decoding): the split-KV kernel,
     # which takes no bias, ALiBi or dropout.
-    terms = (arrays.bias is not None or arrays.alibi_slopes is not None
-             or rate > 0.0)
+    terms = bool(score_terms(arrays, rate))
     candidates = ((["decode"] if decode.suits(q.shape[1], k.shape[1], spec,
                                               terms) else [])
                   + (["mosaic"] if _is_hopper() and _has_mosaic() else [])

@@ -31,3 +31,15 @@ class KernelParams:
   interpret: bool = False  # run Pallas kernels in interpret mode (CPU)
   dropout_rate: float = 0.0  # attention dropout (``dropout.py``); 0 = none
   bias_grad: bool = False  # the backward also returns the dbias partial
+
+
+def score_terms(arrays: masks.MaskArrays | None,
+                dropout_rate: float) -> frozenset[str]:
+  """The score terms of a call ("bias", "alibi", "dropout"): what a backend
+  must take besides the masks (``_vjp._TAKES`` lists who takes which)."""
+  terms = {"dropout"} if dropout_rate > 0.0 else set()
+  if arrays is not None:
+    terms |= {name for name, x in (("bias", arrays.bias),
+                                   ("alibi", arrays.alibi_slopes))
+              if x is not None}
+  return frozenset(terms)

@@ -35,7 +35,7 @@ from jax.experimental.custom_partitioning import (
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from pallas_flash import masks
-from pallas_flash.params import KernelParams
+from pallas_flash.params import KernelParams, score_terms
 
 _WHOLE = ("t", "s", "h")  # factors the kernels need unsplit
 
@@ -66,8 +66,8 @@ def _ring(params, q, k, arrays, pick):
   the call (windows, dense masks, bottom-right causal, bias, ALiBi or
   dropout) or T != S."""
   from pallas_flash import ring  # ring imports api, which imports us lazily
-  if (not isinstance(params, KernelParams) or params.dropout_rate > 0.0
-      or arrays.bias is not None or arrays.alibi_slopes is not None
+  if (not isinstance(params, KernelParams)
+      or score_terms(arrays, params.dropout_rate)
       or not ring.takes(params, q, k)):
     return None
   return lambda axis_name: pick(ring.backend_calls(params, axis_name))
