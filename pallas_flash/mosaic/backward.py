@@ -185,21 +185,26 @@ class _RowTile:
   the score GEMMs, and owns columns w * H / C .. of the gradients.
   """
 
-  def __init__(self, cfg: MosaicBackwardConfig, w, smems, bars, rows):
+  def __init__(self, cfg: MosaicBackwardConfig, w, smems, bars, item_tile,
+               block: int, index):
+    """``item_tile``: the CTA's tile along the rows; ``index(rows)``: the
+    HBM index (b, rows, head) of rows ``rows``."""
     self.split = cfg.split_head_dim
-    self.rows = rows  # HBM index (b, rows, head) of the tile
-    if self.split:
-      self.width = smems[0][0].shape[-1]
-      self.cols = pl.ds(w * self.width, self.width)
-      self.smems = [blocks[w] for blocks in smems]
-      self.all = [list(zip(blocks, bars[i])) for i, blocks in
-                  enumerate(smems)]
-    else:
-      self.width, self.cols = smems[0].shape[-1], None
-      self.smems = [ref.at[w] for ref in smems]
+    first = item_tile * (cfg.row_tiles * block)
+    if not self.split:
+      first += w * block
+    self.first = first  # the tile's first row
+    self.rows = index(pl.ds(first, block))
+    if self.split:  # (smem block, barrier) of each column block, all read
+      self.all = [list(zip(blocks, bs)) for blocks, bs in zip(smems, bars)]
+      own = [blocks[w] for blocks in self.all]
+    else:  # this consumer's own tile only
       self.all = [[(ref.at[w], bar.at[w])] for ref, bar in zip(smems, bars)]
-    self._own_bars = ([bars_i[w] for bars_i in bars] if self.split else
-                      [bar.at[w] for bar in bars])
+      own = [blocks[0] for blocks in self.all]
+    self.smems = [smem for smem, _ in own]
+    self._own_bars = [bar for _, bar in own]
+    self.width = self.smems[0].shape[-1]
+    self.cols = pl.ds(w * self.width, self.width) if self.split else None
 
   @staticmethod
   def allocate(cfg: MosaicBackwardConfig, rows: int, head_dim: int, dtype):
@@ -369,11 +374,11 @@ def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer):
 def _interpret_barriers(consumers: int, num_stages: int, split: bool):
   """Stand-ins for the named barriers of ``forward._Sync`` (and, with
   split_head_dim, of ``_Exchange``)."""
-  meet = ((plgpu.Barrier(num_arrivals=consumers),
-           plgpu.Barrier(num_barriers=4)) if split else ())
+  split_bars = ((plgpu.Barrier(num_arrivals=consumers),  # consumers_meet
+                 plgpu.Barrier(num_barriers=4)) if split else ())  # _Exchange
   return (plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),
           plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),
-          plgpu.Barrier(num_barriers=consumers), *meet)
+          plgpu.Barrier(num_barriers=consumers), *split_bars)
 
 
 # --------------------------------------------------------------------------
@@ -412,10 +417,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   n_steps = item.n_steps  # query tiles per query head
 
   def _consumer(w):
-    kv_base = kt * (cfg.row_tiles * bk) + (0 if cfg.split_head_dim else
-                                           w * bk)
-    kv = _RowTile(cfg, w, (k_smems, v_smems), (k_bars, v_bars),
-                  (b, pl.ds(kv_base, bk), kvh))
+    kv = _RowTile(cfg, w, (k_smems, v_smems), (k_bars, v_bars), kt, bk,
+                  lambda rows: (b, rows, kvh))
+    kv_base = kv.first
     kv.load(k_ref, v_ref)
     if spec.has_segments:
       kv_seg = segment_ids(kv_seg_ref, b, pl.ds(kv_base, bk), (bk, bq), 0)
@@ -587,10 +591,9 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   item = fwd._Item(b, n, qt, tiles_ref, cfg.masked_first, lengths=True)
 
   def _consumer(w):
-    q_base = qt * (cfg.row_tiles * bq) + (0 if cfg.split_head_dim else
-                                          w * bq)
-    qo = _RowTile(cfg, w, (q_smems, do_smems), (q_bars, do_bars),
-                  (b, pl.ds(q_base, bq), n))
+    qo = _RowTile(cfg, w, (q_smems, do_smems), (q_bars, do_bars), qt, bq,
+                  lambda rows: (b, rows, n))
+    q_base = qo.first
     qo.load(q_ref, do_ref)
     row_vec = lambda ref: plgpu.load(ref.at[b, n, pl.ds(q_base, bq)],
                                      layout=_ROW, optimized=False)
