@@ -60,7 +60,7 @@ from pallas_flash.triton.forward import kv_tile_loops
 MAX_T = 64
 MIN_S_PER_T = 8
 _INTERPRET_CORES = 8  # SM count assumed off-GPU (interpret mode)
-# The combine kernel holds all splits of its rows in registers.
+# The merge holds the log-sum-exps of all splits of its rows in registers.
 MAX_SPLITS = 64
 # Shared memory for the pipelined K/V tiles: Triton keeps num_stages - 1
 # buffers of the [block_k, Hp] K and V tiles (bf16 d128, block_k 128,
