@@ -253,12 +253,13 @@ def _free_bytes():
 # 1:1:128k and 32:1:32k: all within 2.78-2.83 / 2.84-3.02 TB/s except
 # waves=1 at B1 (2.19).  Run 2 (separate combine kernel): block_k 64 best at
 # 1:1:128k (2.88 vs 2.82) and on the ragged cell (2.64 vs 2.60), one split
-# best at 32:1:4k (2.87 vs 2.78).  Run 3 (merge in the split kernel) compares
-# these again on the cells below 1.0x, interleaved per cell.
+# best at 32:1:4k (2.87 vs 2.78).  Run 3 (merge in the split kernel, cells
+# below 1.0x, interleaved per cell): heads_first=True fastest on 32:1:32k and
+# ragged and made the default after it; one split fastest at 32:1:4k.
 SWEEP = [DecodeConfig(),
          DecodeConfig(num_splits=1),  # no partials, no ticket
          DecodeConfig(num_splits=4),
-         DecodeConfig(heads_first=True),  # kv heads on the fastest grid axis
+         DecodeConfig(heads_first=False),  # splits on the fastest grid axis
          DecodeConfig(block_k=64, num_stages=3),
          DecodeConfig(block_k=64, num_stages=4),
          DecodeConfig(block_k=256, num_stages=2)]
@@ -267,7 +268,8 @@ SWEEP = [DecodeConfig(),
 def _config_name(cfg):
   splits = "auto" if cfg.num_splits is None else cfg.num_splits
   return (f"bk{cfg.block_k}_w{cfg.num_warps}_st{cfg.num_stages}"
-          f"_waves{cfg.waves}_splits{splits}" + ("_headsfirst" if cfg.heads_first else ""))
+          f"_waves{cfg.waves}_splits{splits}"
+          + ("_headsfirst" if cfg.heads_first else "_splitsfirst"))
 
 
 def sweep(args, deadline, peak):

@@ -20,8 +20,8 @@ from cases import TOL, Case, check_forward, check_gradients, rel_err, upcast
 ON_GPU = jax.default_backend() == "gpu"
 # Several splits and tiles even at interpret-mode sizes.
 SMALL = DecodeConfig(block_k=32, num_splits=3)
-# The same with the kv heads on the first grid axis.
-SMALL_HEADS_FIRST = DecodeConfig(block_k=32, num_splits=3, heads_first=True)
+# The same with the splits (not the kv heads) on the first grid axis.
+SMALL_SPLITS_FIRST = DecodeConfig(block_k=32, num_splits=3, heads_first=False)
 
 # flash_attention(implementation="triton", config=DecodeConfig) forces the
 # split-KV kernel.
@@ -33,7 +33,7 @@ DECODE = [
          config=SMALL),
     Case("d_window_ragged", b=2, t=4, s=97, n=2, k=2, causal=True,
          bottom_right=True, window=(20, 0), kv_lengths=(50, 97),
-         config=SMALL_HEADS_FIRST),
+         config=SMALL_SPLITS_FIRST),
     # One split: no combine kernel.
     Case("d_soft_cap_empty_seq_one_split", b=2, t=2, s=61, n=4, k=2,
          soft_cap=5.0, kv_lengths=(0, 61), dtype="bfloat16",
@@ -104,7 +104,7 @@ def _paged_inputs(b, t, n, kh, h, page_size, max_pages, num_pages, dtype, seed=0
 
 @pytest.mark.parametrize("page_size,cfg,dtype,kw", [
     # 2 pages per 32-key tile; GQA; bottom-right causal over ragged lengths
-    (16, SMALL_HEADS_FIRST, "bfloat16", dict(is_causal=True)),
+    (16, SMALL_SPLITS_FIRST, "bfloat16", dict(is_causal=True)),
     # a 16-key tile inside 48-key pages; MQA; window and soft-cap
     (48, DecodeConfig(block_k=16, num_splits=2), "float32",
      dict(is_causal=True, local_window_size=(30, 0), logits_soft_cap=4.0)),
@@ -237,7 +237,7 @@ def test_lowers_for_cuda(monkeypatch):
       q1, kv1)
   assert "pallas_flash_decode" in text
   text = lower(lambda q, k: pf.flash_attention(
-      q, k, k, implementation="triton", config=DecodeConfig(heads_first=True)),
+      q, k, k, implementation="triton", config=DecodeConfig(heads_first=False)),
       q1, kv1)
   assert "pallas_flash_decode" in text
   # f32 d256: block_k shrinks to fit kernel.SMEM_BUDGET
