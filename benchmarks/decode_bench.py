@@ -6,7 +6,8 @@ sequence against a KV cache, bf16, 32 query heads over 8 kv heads, d128.
 Figure: HBM bytes the step must read and write (the K/V rows attended, summed
 over the batch's cache lengths, plus Q and O) divided by the median time, in
 TB/s, beside the card's peak.  Every implementation runs in the same process
-on the same inputs; small caches are rotated through enough copies that the
+on the same inputs, timed in interleaved bursts where their inputs fit in
+memory side by side; small caches are rotated through enough copies that the
 50 MB L2 cannot hold them between calls (each call reads from HBM).
 
 Implementations (each optional; a failure is reported as "did not run"):
@@ -184,10 +185,14 @@ def bench_cell(label, b, t, s, ragged, names, args, deadline, peak):
   ref = pf.flash_attention(q[:1].astype(jnp.float32), k[:1].astype(jnp.float32),
                            v[:1].astype(jnp.float32), implementation="xla",
                            key_value_seq_lengths=lens[:1])
-  # Cells under L2_BYTES take a few us of HBM time against tens of us of
-  # host dispatch: their implementations are timed interleaved, with more
-  # bursts.  Larger cells run one implementation at a time (memory).
-  interleave = copies > 1
+  # Implementations are timed interleaved (one burst each in turn, so a
+  # transient slowdown hits all of them) where their inputs fit side by side
+  # (each may hold a paged copy of K/V): run 3 timed the cells >= 64 MB one
+  # implementation at a time and one disturbed stretch made cuDNN 2.3x slower
+  # at 1:1:128k.  Cells under L2_BYTES (dispatch bound) get more bursts.
+  interleave = copies > 1 or (
+      free is not None and len(names) * 2 * k.nbytes < 0.5 * free)
+  reps = args.small_reps if copies > 1 else args.reps
   timed = []  # (row, f, arg_sets) awaiting the interleaved timing
   for name in names:
     row = dict(cell=label, b=b, t=t, s=s, ragged=ragged, impl=name,
@@ -218,8 +223,7 @@ def bench_cell(label, b, t, s, ragged, names, args, deadline, peak):
       row["status"] = f"did not run: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
     log(_fmt(row))
   if timed:
-    results = time_bursts([(f, a) for _, f, a in timed], args.small_reps,
-                          args.sample_s)
+    results = time_bursts([(f, a) for _, f, a in timed], reps, args.sample_s)
     for (row, _, _), res in zip(timed, results):
       _record(row, res, nbytes, peak)
       row["interleaved"] = True
@@ -334,7 +338,7 @@ def main(argv=None):
   p.add_argument("--impls", default="ours,ours-paged,cudnn,xla,jax-gqa,jax-paged")
   p.add_argument("--reps", type=int, default=7)
   p.add_argument("--small-reps", type=int, default=21,
-                 help="interleaved bursts per implementation in cells < 64 MB")
+                 help="bursts per implementation in cells < 64 MB")
   p.add_argument("--sample-s", type=float, default=0.05)
   p.add_argument("--budget-s", type=float, default=1e9)
   p.add_argument("--sweep", action="store_true")
