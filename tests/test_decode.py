@@ -34,7 +34,7 @@ DECODE = [
     Case("d_window_ragged", b=2, t=4, s=97, n=2, k=2, causal=True,
          bottom_right=True, window=(20, 0), kv_lengths=(50, 97),
          config=SMALL_SPLITS_FIRST),
-    # One split: no combine kernel.
+    # One split: the program writes the final output (no partials, no ticket).
     Case("d_soft_cap_empty_seq_one_split", b=2, t=2, s=61, n=4, k=2,
          soft_cap=5.0, kv_lengths=(0, 61), dtype="bfloat16",
          config=DecodeConfig(block_k=32, num_splits=1)),
