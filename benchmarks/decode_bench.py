@@ -6,7 +6,8 @@ sequence against a KV cache, bf16, 32 query heads over 8 kv heads, d128.
 Figure: HBM bytes the step must read and write (the K/V rows attended, summed
 over the batch's cache lengths, plus Q and O) divided by the median time, in
 TB/s, beside the card's peak.  Every implementation runs in the same process
-on the same inputs; small caches are rotated through enough copies that the
+on the same inputs, timed in interleaved bursts where their inputs fit in
+memory side by side; small caches are rotated through enough copies that the
 50 MB L2 cannot hold them between calls (each call reads from HBM).
 
 Implementations (each optional; a failure is reported as "did not run"):
@@ -132,22 +133,34 @@ def builders(t):
           "xla": jax_nn("xla"), "jax-gqa": jax_gqa, "jax-paged": jax_paged}
 
 
+def time_bursts(entries, reps: int, sample_s: float):
+  """[(median s per call, spread)] for ``entries`` = [(f, arg_sets)]: ``reps``
+  rounds, each one burst per entry in turn (interleaved, so drift of clocks
+  or host load hits every entry alike), each burst cycling ``arg_sets``."""
+  sizes = []
+  for f, arg_sets in entries:
+    for a in arg_sets:
+      jax.block_until_ready(f(*a))
+    t0 = time.perf_counter()
+    jax.block_until_ready(f(*arg_sets[0]))
+    single = time.perf_counter() - t0
+    sizes.append(int(max(len(arg_sets),
+                         min(2000, math.ceil(sample_s / max(single, 1e-6))))))
+  xs = [[] for _ in entries]
+  for _ in range(reps):
+    for (f, arg_sets), n, x in zip(entries, sizes, xs):
+      t0 = time.perf_counter()
+      for i in range(n):
+        out = f(*arg_sets[i % len(arg_sets)])
+      jax.block_until_ready(out)
+      x.append((time.perf_counter() - t0) / n)
+  return [(float(np.median(x)), float((max(x) - min(x)) / np.median(x)))
+          for x in xs]
+
+
 def time_rotating(f, arg_sets, reps: int, sample_s: float):
   """Median s per call over ``reps`` bursts, cycling through ``arg_sets``."""
-  for a in arg_sets:
-    jax.block_until_ready(f(*a))
-  t0 = time.perf_counter()
-  jax.block_until_ready(f(*arg_sets[0]))
-  single = time.perf_counter() - t0
-  n = int(max(len(arg_sets), min(2000, math.ceil(sample_s / max(single, 1e-6)))))
-  xs = []
-  for _ in range(reps):
-    t0 = time.perf_counter()
-    for i in range(n):
-      out = f(*arg_sets[i % len(arg_sets)])
-    jax.block_until_ready(out)
-    xs.append((time.perf_counter() - t0) / n)
-  return float(np.median(xs)), float((max(xs) - min(xs)) / np.median(xs))
+  return time_bursts([(f, arg_sets)], reps, sample_s)[0]
 
 
 def rel_err(x, ref):
@@ -172,6 +185,15 @@ def bench_cell(label, b, t, s, ragged, names, args, deadline, peak):
   ref = pf.flash_attention(q[:1].astype(jnp.float32), k[:1].astype(jnp.float32),
                            v[:1].astype(jnp.float32), implementation="xla",
                            key_value_seq_lengths=lens[:1])
+  # Implementations are timed interleaved (one burst each in turn, so a
+  # transient slowdown hits all of them) where their inputs fit side by side
+  # (each may hold a paged copy of K/V): run 3 timed the cells >= 64 MB one
+  # implementation at a time and one disturbed stretch made cuDNN 2.3x slower
+  # at 1:1:128k.  Cells under L2_BYTES (dispatch bound) get more bursts.
+  interleave = copies > 1 or (
+      free is not None and len(names) * 2 * k.nbytes < 0.5 * free)
+  reps = args.small_reps if copies > 1 else args.reps
+  timed = []  # (row, f, arg_sets) awaiting the interleaved timing
   for name in names:
     row = dict(cell=label, b=b, t=t, s=s, ragged=ragged, impl=name,
                bytes=nbytes, copies=copies)
@@ -190,14 +212,29 @@ def bench_cell(label, b, t, s, ragged, names, args, deadline, peak):
       out = jax.block_until_ready(f(*fargs))
       row["first_call_s"] = time.perf_counter() - t0
       row["rel_err"] = rel_err(out[:1], ref)  # vs the f32 reference, batch 0
-      med, spread = time_rotating(f, arg_sets, args.reps, args.sample_s)
-      row.update(status="ok", med_s=med, spread=spread, tbs=nbytes / med / 1e12,
-                 pct_peak=100 * nbytes / med / 1e12 / peak if peak else None)
-      del out, arg_sets, f
+      del out
+      if interleave:
+        timed.append((row, f, arg_sets))
+        continue
+      _record(row, time_rotating(f, arg_sets, args.reps, args.sample_s),
+              nbytes, peak)
+      del arg_sets, f
     except Exception as e:  # report, go on
       row["status"] = f"did not run: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
     log(_fmt(row))
+  if timed:
+    results = time_bursts([(f, a) for _, f, a in timed], reps, args.sample_s)
+    for (row, _, _), res in zip(timed, results):
+      _record(row, res, nbytes, peak)
+      row["interleaved"] = True
+      log(_fmt(row))
   return rows
+
+
+def _record(row, res, nbytes, peak):
+  med, spread = res
+  row.update(status="ok", med_s=med, spread=spread, tbs=nbytes / med / 1e12,
+             pct_peak=100 * nbytes / med / 1e12 / peak if peak else None)
 
 
 def _fmt(r):
@@ -218,43 +255,61 @@ def _free_bytes():
 
 # Run 1 (H100, 2026-11-22, before the combine kernel) timed 11 variants on
 # 1:1:128k and 32:1:32k: all within 2.78-2.83 / 2.84-3.02 TB/s except
-# waves=1 at B1 (2.19); the default (128, 4 warps, 3 stages, waves 2) was
-# within 1% of the best on both.  These are the variants left to compare.
+# waves=1 at B1 (2.19).  Run 2 (separate combine kernel): block_k 64 best at
+# 1:1:128k (2.88 vs 2.82) and on the ragged cell (2.64 vs 2.60), one split
+# best at 32:1:4k (2.87 vs 2.78).  Run 3 (merge in the split kernel, cells
+# below 1.0x, interleaved per cell): heads_first=True fastest on 32:1:32k and
+# ragged and made the default after it; one split fastest at 32:1:4k.
 SWEEP = [DecodeConfig(),
-         DecodeConfig(waves=1),  # B32: one split, no combine kernel
-         DecodeConfig(block_k=64, num_warps=4, num_stages=3),
-         DecodeConfig(block_k=64, num_warps=4, num_stages=4),
-         DecodeConfig(block_k=256, num_warps=4, num_stages=2),
-         DecodeConfig(waves=3)]
+         DecodeConfig(num_splits=1),  # no partials, no ticket
+         DecodeConfig(num_splits=4),
+         DecodeConfig(heads_first=False),  # splits on the fastest grid axis
+         DecodeConfig(block_k=64, num_stages=3),
+         DecodeConfig(block_k=64, num_stages=4),
+         DecodeConfig(block_k=256, num_stages=2)]
+
+
+def _config_name(cfg):
+  splits = "auto" if cfg.num_splits is None else cfg.num_splits
+  return (f"bk{cfg.block_k}_w{cfg.num_warps}_st{cfg.num_stages}"
+          f"_waves{cfg.waves}_splits{splits}"
+          + ("_headsfirst" if cfg.heads_first else "_splitsfirst"))
 
 
 def sweep(args, deadline, peak):
+  """``DecodeConfig`` variants of ours (``implementation="triton"``), timed
+  interleaved per cell on the same inputs."""
   rows = []
   for label, b, t, s, ragged in [c for c in CELLS
                                   if c[0] in args.sweep_cells.split(",")]:
+    if time.time() > deadline:
+      break
     q, k, v, lens = cell_inputs(b, t, s, ragged)
     nbytes = step_bytes(b, t, s, lens)
     copies = copies_for(nbytes)
     sets = [(q, k, v, lens)] + [
         (q, k.copy(), v.copy(), lens) for _ in range(copies - 1)]
+    entries, names = [], []
     for cfg in SWEEP:
-      if time.time() > deadline:
-        break
-      name = (f"bk{cfg.block_k}_w{cfg.num_warps}_st{cfg.num_stages}"
-              f"_waves{cfg.waves}")
+      f = jax.jit(lambda q, k, v, lens, cfg=cfg: pf.flash_attention(
+          q, k, v, key_value_seq_lengths=lens, implementation="triton",
+          config=cfg))
       try:
-        f = jax.jit(lambda q, k, v, lens, cfg=cfg: pf.flash_attention(
-            q, k, v, key_value_seq_lengths=lens, implementation="triton",
-            config=cfg))
-        med, spread = time_rotating(f, sets, args.reps, args.sample_s)
-        row = dict(cell=label, config=dataclasses.asdict(cfg), name=name,
-                   med_s=med, tbs=nbytes / med / 1e12)
-        log(f"  sweep {label:10s} {name:28s} {med * 1e6:9.1f} us "
-            f"{row['tbs']:5.2f} TB/s")
+        jax.block_until_ready(f(*sets[0]))
       except Exception as e:
-        row = dict(cell=label, name=name, status=f"did not run: {e!r}"[:200])
-        log(f"  sweep {label:10s} {name:28s} {row['status']}")
-      rows.append(row)
+        rows.append(dict(cell=label, name=_config_name(cfg),
+                         status=f"did not run: {e!r}"[:200]))
+        log(f"  sweep {label:10s} {_config_name(cfg):34s} {rows[-1]['status']}")
+        continue
+      entries.append((f, sets))
+      names.append((cfg, _config_name(cfg)))
+    reps = args.small_reps if copies > 1 else args.reps
+    for (cfg, name), (med, spread) in zip(
+        names, time_bursts(entries, reps, args.sample_s)):
+      rows.append(dict(cell=label, config=dataclasses.asdict(cfg), name=name,
+                       med_s=med, spread=spread, tbs=nbytes / med / 1e12))
+      log(f"  sweep {label:10s} {name:34s} {med * 1e6:9.1f} us "
+          f"{rows[-1]['tbs']:5.2f} TB/s spread {spread:.2f}")
   return rows
 
 
@@ -282,10 +337,12 @@ def main(argv=None):
   p.add_argument("--cells", default=",".join(c[0] for c in CELLS))
   p.add_argument("--impls", default="ours,ours-paged,cudnn,xla,jax-gqa,jax-paged")
   p.add_argument("--reps", type=int, default=7)
+  p.add_argument("--small-reps", type=int, default=21,
+                 help="bursts per implementation in cells < 64 MB")
   p.add_argument("--sample-s", type=float, default=0.05)
   p.add_argument("--budget-s", type=float, default=1e9)
   p.add_argument("--sweep", action="store_true")
-  p.add_argument("--sweep-cells", default="1:1:128k,32:1:4k,32:1:32k ragged")
+  p.add_argument("--sweep-cells", default="1:1:4k,32:1:4k,32:1:32k,32:1:32k ragged")
   args = p.parse_args(argv)
   deadline = time.time() + args.budget_s
   dev = jax.devices()[0]
