@@ -13,9 +13,9 @@ memory side by side; small caches are rotated through enough copies that the
 Two timings per implementation, both reported:
 
 * **per call**: back-to-back calls of the jitted step from the host, each one
-  dispatched by itself.  At batch 1 a call costs 40-100 us of host dispatch
-  (runs 2-3: every implementation 58-106 us at 1:1:4k against ~5 us of HBM
-  time), so this measures the dispatch, not the kernel.
+  dispatched by itself.  At batch 1 this measures host dispatch, not the
+  kernel: at 1:1:4k every implementation took 42-60 us (run 2) and 58-106 us
+  (run 3) per call against ~5 us of HBM time.
 * **in-jit** (``--device-time``, on by default): R calls inside ONE jitted
   program (``in_jit``: a ``lax.fori_loop`` whose carry is the query; each call
   takes the previous call's output as its query, so no call can be hoisted
