@@ -142,8 +142,8 @@ def num_splits(cfg: DecodeConfig, *, programs: int, s: int) -> int:
   return max(1, min(want, s // cfg.min_split_keys, most))
 
 
-def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, table_ref,
-                   o_ref, lse_ref, *, spec: masks.MaskSpec, scale: float,
+def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, offset_ref,
+                   table_ref, o_ref, lse_ref, *, spec: masks.MaskSpec, scale: float,
                    cap: float | None, group: int, t: int, s: int, block_r: int,
                    block_k: int, head_dim: int, splits: int,
                    page_size: int | None):
@@ -152,9 +152,7 @@ def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, table_ref,
   split = pl.program_id(0) % splits
   r0 = row_tile * block_r
   q = tiles.load_rows(q_ref, r0, block_r, rows, head_dim)  # [block_r, Hp]
-  q_len = jnp.clip(q_len_ref[()], 0, t)
-  kv_len = jnp.clip(kv_len_ref[()], 0, s)
-  offset = masks.diagonal_offset(spec, q_len, kv_len)
+  q_len, kv_len, offset = q_len_ref[()], kv_len_ref[()], offset_ref[()]
   t_pos = (r0 + jnp.arange(block_r)) // group  # query token of each row
   t_start = r0 // group
   t_end = jnp.minimum((r0 + block_r - 1) // group + 1, q_len)
@@ -312,6 +310,10 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
   q_rows = q.reshape(b, t, kh, group, h).transpose(0, 2, 1, 3, 4).reshape(
       b, kh, rows, h)
   length = pl.BlockSpec((None,), lambda i, bi, hi: (bi,))  # one scalar per batch
+  q_len = jnp.clip(arrays.q_len, 0, t).astype(jnp.int32)
+  kv_len = jnp.clip(arrays.kv_len, 0, s).astype(jnp.int32)
+  offset = masks.diagonal_offset(params.spec, q_len, kv_len,
+                                 arrays.diagonal_shift).astype(jnp.int32)
   if page_size is None:
     kv_spec = pl.BlockSpec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi, 0))
     table_ops, table_specs = [], []
@@ -334,7 +336,7 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
       grid=(row_tiles * splits, b, kh),
       in_specs=[
           pl.BlockSpec((None, None, rows, hp), lambda i, bi, hi: (bi, hi, 0, 0)),
-          kv_spec, kv_spec, length, length, *table_specs],
+          kv_spec, kv_spec, length, length, length, *table_specs],
       out_specs=[
           pl.BlockSpec((None, None, None, block_r, hp),
                        lambda i, bi, hi: (bi, hi, part(i)[1], part(i)[0], 0)),
@@ -348,7 +350,7 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
                                            num_stages=cfg.num_stages),
       interpret=params.interpret,
       name="pallas_flash_decode" if page_size is None else "pallas_flash_paged_decode",
-  )(q_rows, k, v, arrays.q_len, arrays.kv_len, *table_ops)
+  )(q_rows, k, v, q_len, kv_len, offset, *table_ops)
   if splits > 1:
     out, lse = _combine(o_part, lse2, q.dtype, head_dim=h,
                         interpret=params.interpret)  # [B, K, R, H], [B, K, R]
@@ -361,8 +363,10 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
 
 
 def _without_table(kernel):
-  def call(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, o_ref, lse_ref):
-    kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, None, o_ref, lse_ref)
+  def call(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, offset_ref, o_ref,
+           lse_ref):
+    kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, offset_ref, None,
+           o_ref, lse_ref)
   return call
 
 
