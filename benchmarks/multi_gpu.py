@@ -7,11 +7,14 @@ Issue 13's benchmark.  First, on the GPUs, correctness and communication:
   error), the outputs' shardings, and the compiled fwd+bwd HLO, which must
   hold no collective at all;
 * ``ring_attention`` in ``shard_map`` (zigzag causal GQA, contiguous
-  non-causal, zigzag causal with segment ids and key lengths) against the float32 reference on the whole sequence,
+  non-causal, zigzag causal with segment ids and key lengths, zigzag causal
+  bottom-right with ragged lengths over B = 2) against the float32
+  reference on the whole sequence,
   next to the single-device kernel's error on the same inputs; its HLO may
   move data by collective-permutes only;
 * ``jax.jit(flash_attention)`` on q / k / v sharded over the sequence (the
-  automatic ring of sharding.py) against the one-device call, likewise.
+  automatic ring of sharding.py; causal and not, and causal bottom-right
+  with ragged lengths) against the one-device call, likewise.
 
 Per cell (the first one before the checks) (bf16, head dim 128, 16 heads, S in ``--seqlens``, causal and
 not), in one process and interleaved (``benchmarks.run.time_interleaved``):
@@ -71,12 +74,23 @@ def _qkv_do(b, t, n, k, h, seed=0, dtype=jnp.bfloat16):
           _normal(ks[2], (b, t, k, h), dtype), _normal(ks[3], (b, t, n, h), dtype))
 
 
-def _attn(causal, implementation=None):
+def _attn(causal, implementation=None, alignment="top_left"):
   return functools.partial(pf.flash_attention, is_causal=causal,
-                           implementation=implementation)
+                           implementation=implementation,
+                           causal_alignment=alignment)
 
 
-def _ring(mesh, causal, layout, implementation=None, masks=None):
+def _ragged(t):
+  """Ragged lengths of a B = 2 batch whose bottom-right diagonals
+  (kv_len - q_len) are 11t/16 (row 0 sees keys far ahead) and -3t/8 (the
+  first 3t/8 rows see nothing)."""
+  return dict(query_seq_lengths=jnp.array([t // 4, t - t // 8], jnp.int32),
+              key_value_seq_lengths=jnp.array([t - t // 16, t // 2],
+                                              jnp.int32))
+
+
+def _ring(mesh, causal, layout, implementation=None, masks=None,
+          alignment="top_left"):
   """fwd(q, k, v) over shares of axis "seq" (arrays already in layout order);
   ``masks``: {lengths [B] (replicated) and segment ids [B, T] (shared)}."""
   spec = P(None, "seq")
@@ -84,7 +98,7 @@ def _ring(mesh, causal, layout, implementation=None, masks=None):
   ring = jax.shard_map(
       lambda q, k, v, m: pf.ring_attention(
           q, k, v, axis_name="seq", is_causal=causal, layout=layout,
-          implementation=implementation, **m),
+          implementation=implementation, causal_alignment=alignment, **m),
       mesh=mesh, in_specs=(spec,) * 3 + (
           {name: P() if x.ndim == 1 else spec for name, x in masks.items()},),
       out_specs=spec, check_vma=False)
@@ -149,16 +163,20 @@ def check_ring(devices, size) -> list[dict]:
   seg = jnp.where(jnp.arange(t) < t // 3, 0, 1).at[t - t // 32:].set(-1)
   packed = dict(query_segment_ids=seg[None], key_value_seq_lengths=jnp.array(
       [t - t // 10], jnp.int32))
-  for layout, causal, k_heads, kw in [("zigzag", True, n // 4, {}),
-                                      ("contiguous", False, n, {}),
-                                      ("zigzag", True, n // 4, packed)]:
-    q, k, v, do = _qkv_do(1, t, n, k_heads, h, seed=2)
+  br = "bottom_right"
+  for layout, causal, k_heads, b, align, kw in [
+      ("zigzag", True, n // 4, 1, "top_left", {}),
+      ("contiguous", False, n, 1, "top_left", {}),
+      ("zigzag", True, n // 4, 1, "top_left", packed),
+      ("zigzag", True, n // 4, 2, br, _ragged(t))]:
+    q, k, v, do = _qkv_do(b, t, n, k_heads, h, seed=2)
     f32 = lambda x: x.astype(jnp.float32)
     with jax.default_matmul_precision("highest"):
-      ref = fwd_bwd_out(functools.partial(_attn(causal, "xla"), **kw))(
+      ref = fwd_bwd_out(functools.partial(_attn(causal, "xla", align), **kw))(
           f32(q), f32(k), f32(v), f32(do))
     one = fwd_bwd_out(functools.partial(
-        _attn(causal, None if size == "gpu" else "triton"), **kw))(q, k, v, do)
+        _attn(causal, None if size == "gpu" else "triton", align), **kw))(
+            q, k, v, do)
     order = (functools.partial(pf.zigzag, num_devices=p)
              if layout == "zigzag" else lambda x: x)
     put = lambda x: jax.device_put(order(x),
@@ -167,7 +185,7 @@ def check_ring(devices, size) -> list[dict]:
     ring_kw = {name: x if x.ndim == 1 else order(x) for name, x in kw.items()}
     compiled = fwd_bwd_out(_ring(
         mesh, causal, layout, None if size == "gpu" else "triton",
-        ring_kw)).lower(*args).compile()
+        ring_kw, align)).lower(*args).compile()
     got = compiled(*args)
     hlo = compiled.as_text()
     err_ring = [rel_l2(g, order(r)) for g, r in zip(got, ref)]
@@ -175,8 +193,10 @@ def check_ring(devices, size) -> list[dict]:
     # bf16 ring: rounding of the per-block outputs adds a little error.
     ok = (all(er <= 2 * eo + 2e-3 for er, eo in zip(err_ring, err_one))
           and "collective-permute" in hlo and not _NOT_PERMUTE.search(hlo))
+    what = ("" if not kw else " bottom_right ragged" if align == br
+            else " segments+kv_len")
     rows.append(dict(check=f"ring {layout} {'causal' if causal else 'full'}"
-                     f" K={k_heads}{' segments+kv_len' if kw else ''}", shape=[1, t, n, k_heads, h],
+                     f" K={k_heads}{what}", shape=[b, t, n, k_heads, h],
                      err_ring_vs_f32=err_ring, err_1dev_vs_f32=err_one,
                      collectives=_collectives(hlo), ok=bool(ok)))
     log(f"  {rows[-1]}")
@@ -192,9 +212,12 @@ def check_auto_ring(devices, size) -> list[dict]:
   h, n = (HEAD_DIM, HEADS) if size == "gpu" else (32, 4)
   impl = None if size == "gpu" else "triton"
   rows = []
-  for causal in (True, False):
-    q, k, v, do = _qkv_do(1, t, n, n // 4, h, seed=3)
-    fb = fwd_bwd_out(_attn(causal, impl))
+  for causal, align in ((True, "top_left"), (False, "top_left"),
+                        (True, "bottom_right")):
+    kw = _ragged(t) if align == "bottom_right" else {}
+    b = 2 if kw else 1
+    q, k, v, do = _qkv_do(b, t, n, n // 4, h, seed=3)
+    fb = fwd_bwd_out(functools.partial(_attn(causal, impl, align), **kw))
     want = fb(q, k, v, do)
     args = tuple(jax.device_put(x, NamedSharding(mesh, P(None, "seq")))
                  for x in (q, k, v, do))
@@ -206,7 +229,8 @@ def check_auto_ring(devices, size) -> list[dict]:
     ok = (max(errs) < 1e-2 and kept and "collective-permute" in hlo
           and not _NOT_PERMUTE.search(hlo))
     rows.append(dict(check=f"jit auto ring {'causal' if causal else 'full'}"
-                     f" K={n // 4}", shape=[1, t, n, n // 4, h],
+                     f" K={n // 4}{' bottom_right ragged' if kw else ''}",
+                     shape=[b, t, n, n // 4, h],
                      err_vs_1dev=max(errs), shardings_kept=kept,
                      collectives=_collectives(hlo), ok=bool(ok)))
     log(f"  {rows[-1]}")
@@ -294,8 +318,9 @@ def table(rows, p) -> str:
 
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--seqlens", type=int, nargs="+",
-                  default=[131072, 32768, 65536])
+  ap.add_argument("--seqlens", type=int, nargs="*",
+                  default=[131072, 32768, 65536],
+                  help="timed cells' S; none given: the checks only")
   ap.add_argument("--causal", choices=("both", "causal", "full"),
                   default="both")
   ap.add_argument("--reps", type=int, default=3)

@@ -19,7 +19,10 @@ Query row ``i`` of batch ``b`` sees key ``j`` when all of these hold:
 ``offset`` aligns the diagonal.  ``"top_left"`` (``offset = 0``) is what
 ``jax.nn.dot_product_attention`` does; ``"bottom_right"`` (``offset =
 kv_len[b] - q_len[b]``) is flash-attn's convention, where the last query sees
-the last key: what KV-cache decoding and chunked prefill need.
+the last key: what KV-cache decoding and chunked prefill need.  An optional
+per-batch ``diagonal_shift[b]`` is added to it: a call on a (query block, key
+block) pair of a longer sequence (ring attention, ``ring.py``) places there
+the whole sequence's diagonal, ``offset + q_start - k_start``.
 
 A query row that sees no key is *fully masked*: its output is 0 and its LSE
 is reported as ``MASKED_LSE`` (finite), never NaN.
@@ -73,13 +76,15 @@ class MaskArrays(NamedTuple):
   bias: jax.Array | None = None  # [Bb, Nb, Tb, Sb] float, added to the logits
   alibi_slopes: jax.Array | None = None  # [1 | B, N] float32 (``alibi_bias``)
   dropout_seeds: jax.Array | None = None  # [B, N] int32 (``dropout.seeds``)
+  # [B] int32 added to the diagonal offset (``diagonal_offset``), or None:
+  diagonal_shift: jax.Array | None = None
 
 
-def diagonal_offset(spec: MaskSpec, q_len, kv_len):
-  """Key index on the causal diagonal of query row 0."""
-  if spec.bottom_right:
-    return kv_len - q_len
-  return jnp.zeros_like(q_len)
+def diagonal_offset(spec: MaskSpec, q_len, kv_len, shift=None):
+  """Key index on the causal diagonal of query row 0, plus ``shift``
+  (``MaskArrays.diagonal_shift``, None: 0)."""
+  offset = kv_len - q_len if spec.bottom_right else jnp.zeros_like(q_len)
+  return offset if shift is None else offset + shift
 
 
 def alibi_bias(slopes, q_pos, k_pos, offset):
@@ -203,7 +208,9 @@ def dense_mask(spec: MaskSpec, arrays: MaskArrays, t: int, s: int):
   k_pos = jnp.arange(s, dtype=jnp.int32)[None, None, :]
   q_len = arrays.q_len[:, None, None]
   kv_len = arrays.kv_len[:, None, None]
-  offset = diagonal_offset(spec, q_len, kv_len)
+  shift = arrays.diagonal_shift
+  offset = diagonal_offset(spec, q_len, kv_len,
+                           None if shift is None else shift[:, None, None])
   ok = position_visible(spec, q_pos, k_pos, q_len, kv_len, offset)
   if arrays.q_segment_ids is not None:
     ok &= segment_visible(arrays.q_segment_ids[:, :, None],

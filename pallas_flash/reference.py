@@ -41,7 +41,8 @@ def attention(q, k, v, arrays: masks.MaskArrays, *, spec: masks.MaskSpec,
   if arrays.alibi_slopes is not None:
     q_pos = jnp.arange(t, dtype=jnp.int32)[None, None, :, None]
     k_pos = jnp.arange(s_len, dtype=jnp.int32)[None, None, None, :]
-    offset = masks.diagonal_offset(spec, arrays.q_len, arrays.kv_len)
+    offset = masks.diagonal_offset(spec, arrays.q_len, arrays.kv_len,
+                                   arrays.diagonal_shift)
     s = s + masks.alibi_bias(arrays.alibi_slopes[:, :, None, None], q_pos,
                              k_pos, offset[:, None, None, None])
   if arrays.bias is not None:

@@ -26,6 +26,15 @@ call on its share at its own step and one half-size full call at each other
 step (``_plan``).  Each step is one kernel call (a ``lax.cond`` picks which
 where it depends on the device), so the kernels run on large blocks.
 
+Bottom-right causal with lengths: query row i of batch row b sees key
+j <= i + Lk[b] - Lq[b] (whole lengths), so the diagonal's place in a block
+is known per batch row at run time only.  Every step then runs each block
+of consecutive positions (contiguous: the shares; zigzag: the four pairs of
+chunks) causal top-left with a per-row ``MaskArrays.diagonal_shift`` of
+qs - ks + Lk[b] - Lq[b] (qs, ks: the block's first query / key position),
+which the kernels add to their diagonal and tile bounds, and a ``lax.cond``
+skips the blocks where no batch row has a visible pair (``_run``).
+
 Letters: B batch, T / S local query / key chunk length, N / K query / kv
 heads, H head dim; layout [B, T, N, H] as everywhere.
 """
@@ -80,10 +89,10 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
     key_value_segment_ids: int ``[B, S]``, this device's share for the
       keys; defaults to ``query_segment_ids``.  They travel round the ring
       with their K/V share.
-    causal_alignment: ``"top_left"`` or ``"bottom_right"``; the same
-      diagonal for equal whole lengths.  ``"bottom_right"`` with lengths
-      of a causal call needs per-block diagonal offsets, which the kernels
-      do not take yet: NotImplementedError.
+    causal_alignment: ``"top_left"`` or ``"bottom_right"`` (query row i
+      of batch row b sees keys ``j <= i + kv_len[b] - q_len[b]`` of the
+      whole lengths, as ``flash_attention``); the same diagonal for equal
+      whole lengths.
     logits_soft_cap: ``cap * tanh(logits / cap)``.
     implementation: ``None`` (Mosaic GPU on Hopper, else Pallas-Triton;
       interpret mode on a CPU), ``"triton"`` or ``"mosaic"``.
@@ -119,29 +128,25 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
     raise NotImplementedError("ring_attention runs the kernels "
                               "(implementation 'triton' or 'mosaic')")
   lengths = (query_seq_lengths, key_value_seq_lengths)
-  if is_causal and spec.bottom_right and any(x is not None for x in lengths):
-    # The diagonal then sits at kv_len - q_len per batch row, inside a block
-    # at an arbitrary offset; the kernels place it only at kv_len - q_len of
-    # the block's own lengths.
-    raise NotImplementedError(
-        "ring_attention with causal_alignment='bottom_right' and sequence "
-        "lengths needs per-block diagonal offsets in the kernels")
   mask = _Mask(*(a if x is not None else None for a, x in
                  zip(arrays[:2], lengths)), *arrays[2:4])
   params = _params(q, k, v, scale, cap, spec.has_segments, implementation,
                    config)
-  return _ring(_Static(params, axis_name, is_causal, layout == "zigzag"),
-               q, k, v, mask)
+  # Bottom-right equals top-left for equal whole lengths (T == S here); with
+  # lengths given the diagonal sits per batch row (``_Static.per_row``).
+  per_row = (is_causal and spec.bottom_right
+             and any(x is not None for x in lengths))
+  return _ring(_Static(params, axis_name, is_causal, layout == "zigzag",
+                       per_row), q, k, v, mask)
 
 
 def takes(params: KernelParams, q, k) -> bool:
   """Whether the ring runs ``flash_attention``'s call for sharding.py: equal
   T and S, a kernel backend, and a mask it can split (no window, no dense
-  mask, no bottom-right causal: the lengths there are always given)."""
+  mask)."""
   spec = params.spec
   return (params.forward in ("triton", "mosaic") and q.shape[1] == k.shape[1]
-          and spec.window is None and spec.dense_mask_shape is None
-          and not (spec.is_causal and spec.bottom_right))
+          and spec.window is None and spec.dense_mask_shape is None)
 
 
 def backend_calls(params: KernelParams, axis_name):
@@ -149,12 +154,15 @@ def backend_calls(params: KernelParams, axis_name):
   kernels' backend signatures (``_vjp.py``), for sharding.py's per-shard
   calls of a T- and S-sharded input under ``jit``: forward(q, k, v, arrays)
   -> (out, lse +inf on rows that see no key); backward(q, k, v, arrays, out,
-  lse, d_out) -> (dq, dk, dv).  ``arrays`` holds the whole lengths and the
-  local segment ids."""
+  lse, d_out) -> (dq, dk, dv).  ``arrays`` holds the whole lengths (always
+  given: bottom-right causal runs per-row diagonals) and the local segment
+  ids."""
+  spec = params.spec
   static = _Static(
       dataclasses.replace(params, spec=masks.MaskSpec(
-          has_segments=params.spec.has_segments)),
-      axis_name, params.spec.is_causal, zigzag=False)
+          has_segments=spec.has_segments)),
+      axis_name, spec.is_causal, zigzag=False,
+      per_row=spec.is_causal and spec.bottom_right)
   mask = lambda a: _Mask(a.q_len, a.kv_len, a.q_segment_ids,
                          a.kv_segment_ids)
   fwd = lambda q, k, v, arrays: _forward(static, q, k, v, mask(arrays))
@@ -214,6 +222,10 @@ class _Static:
   axis_name: str
   is_causal: bool
   zigzag: bool
+  # Causal bottom-right with lengths: the diagonal of batch row b sits at
+  # kv_len[b] - q_len[b], known at run time only; every block runs causal
+  # with its rows' ``MaskArrays.diagonal_shift`` (``_arrays``).
+  per_row: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,6 +265,15 @@ def _plan(static: _Static, step: int):
   return earlier, _Block(kv_part=0), _Block(q_part=1)
 
 
+def _per_row_blocks(static: _Static):
+  """The blocks of every step where the diagonal is per batch row
+  (``_Static.per_row``): each is causal with its own shift, on a span of
+  consecutive positions (zigzag: the four chunk pairs of the two shares)."""
+  if not static.zigzag:
+    return (_Block(causal=True),)
+  return tuple(_Block(qp, kp, causal=True) for qp in (0, 1) for kp in (0, 1))
+
+
 def _half(x, part, axis=1):
   if part is None:
     return x
@@ -268,6 +289,16 @@ def _put(x, part, value, axis=1):
   return jnp.concatenate(halves, axis=axis)
 
 
+def _start(static: _Static, device, part, rows: int):
+  """Global position of the first row of a block of consecutive positions:
+  ``device``'s share (contiguous, ``part`` None) or its chunk ``part``
+  (zigzag: chunks device and 2P - 1 - device), ``rows`` long."""
+  if not static.zigzag:
+    return device * rows
+  last = 2 * lax.axis_size(static.axis_name) - 1
+  return (device if part == 0 else last - device) * rows
+
+
 def _local_length(static: _Static, length, device, part, rows: int):
   """Rows of a block (``part`` of ``device``'s share, ``rows`` long) below
   the whole-sequence ``length`` [B] (None: all).  Within a share global
@@ -275,25 +306,50 @@ def _local_length(static: _Static, length, device, part, rows: int):
   rows are a prefix of the block: the kernels' length mask."""
   if length is None:
     return None
-  if static.zigzag:
-    c = rows if part is not None else rows // 2
-    chunks = (device, 2 * lax.axis_size(static.axis_name) - 1 - device)
-    starts = [chunks[part]] if part is not None else chunks
-    return sum(jnp.clip(length - g * c, 0, c) for g in starts)
-  return jnp.clip(length - device * rows, 0, rows)
+  if static.zigzag and part is None:  # both chunks of the share
+    return sum(_local_length(static, length, device, c, rows // 2)
+               for c in (0, 1))
+  return jnp.clip(length - _start(static, device, part, rows), 0, rows)
 
 
-def _arrays(static: _Static, mask: _Mask, blk, src, qa, kc, kv_seg):
-  """The kernels' MaskArrays of block ``blk`` (keys of device ``src``)."""
+def _arrays(static: _Static, mask: _Mask, blk: _Block, src, q, k, kv_seg):
+  """The kernels' MaskArrays of block ``blk`` (of the local queries ``q``
+  and the keys ``k`` of device ``src``, whole shares).
+
+  Per-row diagonal (bottom-right with whole lengths Lq, Lk clipped to the
+  whole sequence, as the single-device call clips them): global query row
+  qs + r sees key ks + c iff ks + c <= qs + r + Lk - Lq, i.e. a top-left
+  diagonal shifted by qs - ks + Lk - Lq; the key length mask is implied by
+  it for every row below Lq.
+  """
   me = lax.axis_index(static.axis_name)
-  full = lambda x, n: jnp.full((x.shape[0],), n, jnp.int32)
-  q_len = _local_length(static, mask.q_len, me, blk.q_part, qa.shape[1])
-  kv_len = _local_length(static, mask.kv_len, src, blk.kv_part, kc.shape[1])
+  (b, t), s = q.shape[:2], k.shape[1]
+  tq, sk = (t if blk.q_part is None else t // 2,
+            s if blk.kv_part is None else s // 2)
+  q_len = _local_length(static, mask.q_len, me, blk.q_part, tq)
+  kv_len = _local_length(static, mask.kv_len, src, blk.kv_part, sk)
   segs = (None, None) if mask.q_seg is None else (
       _half(mask.q_seg, blk.q_part), _half(kv_seg, blk.kv_part))
+  shift = None
+  if static.per_row:
+    p = lax.axis_size(static.axis_name)
+    whole = lambda x, n: n if x is None else jnp.clip(x, 0, n)
+    shift = (whole(mask.kv_len, p * s) - whole(mask.q_len, p * t)
+             + _start(static, me, blk.q_part, tq)
+             - _start(static, src, blk.kv_part, sk))
+    shift = jnp.broadcast_to(shift, (b,)).astype(jnp.int32)
+  full = lambda n: jnp.full((b,), n, jnp.int32)
   return masks.MaskArrays(
-      full(qa, qa.shape[1]) if q_len is None else q_len,
-      full(kc, kc.shape[1]) if kv_len is None else kv_len, *segs)
+      full(tq) if q_len is None else q_len,
+      full(sk) if kv_len is None else kv_len, *segs, diagonal_shift=shift)
+
+
+def _any_visible(arrays: masks.MaskArrays):
+  """Whether a per-row block holds a visible (query, key) pair by position:
+  some batch row with a query and a key whose last query row (q_len - 1,
+  top-left causal with ``diagonal_shift``) sees key 0."""
+  return jnp.any((arrays.q_len > 0) & (arrays.kv_len > 0)
+                 & (arrays.q_len - 1 + arrays.diagonal_shift >= 0))
 
 
 def _shift(static: _Static, *xs):
@@ -304,11 +360,23 @@ def _shift(static: _Static, *xs):
                for x in xs)
 
 
-def _run(static: _Static, step: int, apply, state):
-  """``apply(block, state)`` for the block of step ``step`` (lax.cond
-  between the two where it depends on the device)."""
+def _run(static: _Static, mask: _Mask, step: int, q, k, kv_seg, apply,
+         state):
+  """``apply(block, arrays, state)`` for the blocks of ring step ``step``
+  (local queries ``q``, the keys ``k`` held at that step, with their
+  ``kv_seg``): a ``lax.cond`` between the plan's two where it depends on
+  the device, and per-row blocks run only where they hold a visible pair
+  (skipped blocks add nothing: their rows' lse stays -inf)."""
+  src = _source(static, step)
+  arrays = lambda blk: _arrays(static, mask, blk, src, q, k, kv_seg)
+  if static.per_row:
+    for blk in _per_row_blocks(static):
+      a = arrays(blk)
+      state = lax.cond(_any_visible(a), functools.partial(apply, blk, a),
+                       lambda st: st, state)
+    return state
   pred, block, other = _plan(static, step)
-  run = lambda blk, st: st if blk is None else apply(blk, st)
+  run = lambda blk, st: st if blk is None else apply(blk, arrays(blk), st)
   if pred is None:
     return run(block, state)
   return lax.cond(pred, functools.partial(run, block),
@@ -327,12 +395,11 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
   b, t, n, _ = q.shape
   to_rows = lambda x: jnp.transpose(x, (0, 2, 1))[..., None]  # [B, T, N, 1]
 
-  def apply(step, kb, vb, kv_seg, blk: _Block, state):
+  def apply(kb, vb, blk: _Block, arrays, state):
     out, lse = state
     qa = _half(q, blk.q_part)
     kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
     params = _block_params(static, blk.causal)
-    arrays = _arrays(static, mask, blk, _source(static, step), qa, kc, kv_seg)
     o_b, l_b = _kernels()._forward_impl(params)(qa, kc, vc, arrays, params)
     l_b = jnp.where(jnp.isinf(l_b), -jnp.inf, l_b)
     # -- merge (FA-2 Alg. 1's rescaling, across blocks)
@@ -349,8 +416,8 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
   kb, vb, sb = k, v, mask.kv_seg
   p = lax.axis_size(static.axis_name)
   for step in range(p):
-    state = _run(static, step, functools.partial(apply, step, kb, vb, sb),
-                 state)
+    state = _run(static, mask, step, q, kb, sb,
+                 functools.partial(apply, kb, vb), state)
     if step + 1 < p:
       kb, vb, sb = _shift(static, kb, vb, sb)
   out, lse = state
@@ -371,13 +438,12 @@ def _ring_bwd(static, residuals, d_out):
   q, k, v, mask, out, lse = residuals
   d_out = d_out.astype(q.dtype)
 
-  def apply(step, kb, vb, kv_seg, blk: _Block, state):
+  def apply(kb, vb, blk: _Block, arrays, state):
     dq, dk, dv = state
     qa, out_a, do_a = (_half(x, blk.q_part) for x in (q, out, d_out))
     lse_a = _half(lse, blk.q_part, axis=2)
     kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
     params = _block_params(static, blk.causal)
-    arrays = _arrays(static, mask, blk, _source(static, step), qa, kc, kv_seg)
     dq_b, dk_b, dv_b = _kernels()._backward_impl(params, qa, kc, vc)(
         qa, kc, vc, arrays, out_a, lse_a, do_a, params)
     add = lambda acc, part, g: _put(
@@ -390,8 +456,8 @@ def _ring_bwd(static, residuals, d_out):
   kb, vb, sb = k, v, mask.kv_seg
   p = lax.axis_size(static.axis_name)
   for step in range(p):
-    dq, dk, dv = _run(static, step,
-                      functools.partial(apply, step, kb, vb, sb), (dq, dk, dv))
+    dq, dk, dv = _run(static, mask, step, q, kb, sb,
+                      functools.partial(apply, kb, vb), (dq, dk, dv))
     if step + 1 < p:
       kb, vb, sb, dk, dv = _shift(static, kb, vb, sb, dk, dv)
     else:  # one more hop brings every share's dK / dV home

@@ -16,7 +16,7 @@ replicated and the result stays correct.  An uneven split of B is dropped
 likewise (the padded rows would carry garbage lengths into the kernel).
 
 Sequence: where ring attention can take the call (``ring.takes``: T == S, no
-window, dense mask or bottom-right causal), q's T and k/v's S are one factor
+window or dense mask), q's T and k/v's S are one factor
 that may be split; the callback then runs ``ring.backend_calls`` (contiguous
 chunks, K/V by collective-permute) over the rows' mesh axes, which
 custom_partitioning binds while it traces the per-shard function.
@@ -63,11 +63,11 @@ def backward(fn: Callable, q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
 def _ring(params, q, k, arrays, pick):
   """``axis_name -> per-shard call`` of ring attention (ring.py, contiguous
   layout) for a T- and S-sharded input, or None where the ring cannot take
-  the call (windows, dense masks, bottom-right causal, bias, ALiBi or
-  dropout) or T != S."""
+  the call (windows, dense masks, bias, ALiBi or dropout) or T != S."""
   from pallas_flash import ring  # ring imports api, which imports us lazily
   if (not isinstance(params, KernelParams)
       or score_terms(arrays, params.dropout_rate)
+      or arrays.diagonal_shift is not None  # a block already: ring.py's own
       or not ring.takes(params, q, k)):
     return None
   return lambda axis_name: pick(ring.backend_calls(params, axis_name))
@@ -197,6 +197,8 @@ def _rule(arrays: masks.MaskArrays, value_types, result_types, num_consts,
     mask_maps.append(_plane_map(arrays.alibi_slopes.shape, "alibi_"))
   if arrays.dropout_seeds is not None:
     mask_maps.append(ArrayMapping("b", "n"))
+  if arrays.diagonal_shift is not None:
+    mask_maps.append(ArrayMapping("b"))
   const_maps = [ArrayMapping(*(f"const{i}_{d}" for d in range(len(t.shape))))
                 for i, t in enumerate(value_types[:num_consts])]
   operands = [*const_maps, q_map, kv_map, kv_map, *mask_maps]
@@ -278,7 +280,8 @@ def _shardings(mesh, shapes, backward_pass, dbias: bool, ring: bool):
   arr = masks.MaskArrays(ns(batch), ns(batch), segments, segments,
                          plane(arrays.mask, None, None),
                          plane(arrays.bias, None, None),
-                         plane(arrays.alibi_slopes), plane(arrays.dropout_seeds))
+                         plane(arrays.alibi_slopes), plane(arrays.dropout_seeds),
+                         None if arrays.diagonal_shift is None else ns(batch))
   if backward_pass:
     results = (qs, qs, qs) + ((ns(batch, heads, None, None),) if dbias else ())
     return (qs, qs, qs, arr, qs, lse, qs), results, seq

@@ -1,9 +1,10 @@
 """Ring attention (pallas_flash.ring_attention) inside shard_map.
 
-On 4 devices (CPU: tests/conftest.py forces 4 host devices) the sequence is
-split into 4 shares (contiguous or zigzag); output and gradients (random
-cotangent) must equal the float32 reference on the whole sequence, and the
-compiled program may move data only by collective-permutes.
+On 4 devices (CPU: tests/conftest.py forces 4 host devices; 2 or 3 GPUs:
+2) the sequence is split into 4 (2) shares (contiguous or zigzag); output
+and gradients (random cotangent) must equal the float32 reference on the
+whole sequence, and the compiled program may move data only by
+collective-permutes.
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from jax.sharding import PartitionSpec as P
 import pallas_flash as pf
 from cases import Case
 
-pytestmark = pytest.mark.skipif(len(jax.devices()) < 4,
-                                reason="needs 4 devices (4 host devices on CPU)")
+NUM = 4 if len(jax.devices()) >= 4 else 2  # devices of the ring
+pytestmark = pytest.mark.skipif(len(jax.devices()) < 2,
+                                reason="needs 2 devices (4 host devices on CPU)")
 
 _OTHER_COLLECTIVES = re.compile(r"all-gather|all-reduce|all-to-all|"
                                 r"reduce-scatter")
@@ -29,7 +31,11 @@ _OTHER_COLLECTIVES = re.compile(r"all-gather|all-reduce|all-to-all|"
 # T = 32 over 4 devices (zigzag: 8 chunks of 4 rows).  Lengths of the whole
 # sequence start the padding inside a device's share, and for zigzag inside
 # its second chunk; packed segment ids (padding tokens -1); MHA / GQA / MQA;
-# causal (top-left) and not; soft-cap.
+# causal (top-left) and not; soft-cap.  Bottom-right with ragged lengths puts
+# each batch row's diagonal at kv_len - q_len, inside a share: above the
+# first key (offsets 11, 19) or below it (-19; only key lengths given:
+# kv_len - T = -23), the rows above it fully masked, and a batch row of no
+# queries (q_len 0).
 CASES = [
     ("contiguous", Case("full", t=32, s=32, h=32)),
     ("contiguous", Case("causal_gqa_cap", t=32, s=32, n=4, k=2, h=32,
@@ -44,6 +50,14 @@ CASES = [
                     segments=True, kv_lengths=(25, 9))),
     ("contiguous", Case("segments_full", t=32, s=32, n=4, k=1, h=32,
                         segments=True, q_lengths=(32, 15))),
+    ("contiguous", Case("br_lengths_gqa_cap", t=32, s=32, n=4, k=2, h=32,
+                        causal=True, bottom_right=True, q_lengths=(21, 30),
+                        kv_lengths=(32, 11), soft_cap=5.0)),
+    ("contiguous", Case("br_kv_lengths_mqa", t=32, s=32, n=4, k=1, h=32,
+                        causal=True, bottom_right=True, kv_lengths=(9, 32))),
+    ("zigzag", Case("br_lengths_segments", t=32, s=32, h=32, causal=True,
+                    bottom_right=True, segments=True, q_lengths=(0, 13),
+                    kv_lengths=(25, 32))),
 ]
 
 
@@ -55,10 +69,11 @@ def test_ring_matches_reference(layout, case):
   sharded array would move data), compared with the reference's results
   put in that order.  Lengths are whole-sequence ones (replicated); segment
   ids are shared like q and travel with their K/V share."""
-  mesh = jax.make_mesh((4,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+  mesh = jax.make_mesh((NUM,), ("x",), devices=jax.devices()[:NUM],
+                       axis_types=(jax.sharding.AxisType.Auto,))
   q, kk, v, kw = case.inputs()
   do = jax.random.normal(jax.random.key(7), q.shape, q.dtype)
-  order = (functools.partial(pf.zigzag, num_devices=4) if layout == "zigzag"
+  order = (functools.partial(pf.zigzag, num_devices=NUM) if layout == "zigzag"
            else lambda x: x)
   arrays = {name: (x if x.ndim == 1 else order(x)) for name, x in kw.items()
             if isinstance(x, jax.Array)}
@@ -112,10 +127,6 @@ def test_ring_bad_input():
     pf.ring_attention(q[0], q[0], q[0], axis_name="x")
   with pytest.raises(NotImplementedError, match="triton"):
     pf.ring_attention(q, q, q, axis_name="x", implementation="xla")
-  with pytest.raises(NotImplementedError, match="bottom_right"):
-    pf.ring_attention(q, q, q, axis_name="x", is_causal=True,
-                      causal_alignment="bottom_right",
-                      key_value_seq_lengths=jnp.array([9]))
   with pytest.raises(ValueError, match="query_segment_ids"):
     pf.ring_attention(q, q, q, axis_name="x",
                       query_segment_ids=jnp.zeros((1, 15), jnp.int32))

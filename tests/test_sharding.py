@@ -99,9 +99,10 @@ def _shard(lay: Layout, qkv, extra):
   return qkv, extra
 
 
-def _fns(impl):
+def _fns(impl, alignment="top_left"):
   def fwd(qkv, extra):
-    return pf.flash_attention(*qkv, is_causal=True, implementation=impl, **extra)
+    return pf.flash_attention(*qkv, is_causal=True, implementation=impl,
+                              causal_alignment=alignment, **extra)
 
   def fwd_bwd(qkv, extra, ct):
     # out and the gradient of sum(out * ct) with respect to q, k, v.
@@ -112,9 +113,9 @@ def _fns(impl):
 
 
 @functools.cache
-def _jitted(impl):
+def _jitted(impl, alignment="top_left"):
   """One jit per implementation: equal unsharded calls compile once."""
-  return tuple(jax.jit(f) for f in _fns(impl))
+  return tuple(jax.jit(f) for f in _fns(impl, alignment))
 
 
 def _collectives(jitted, *args):
@@ -168,15 +169,17 @@ def test_group_splitting_and_sequence_sharding_fall_back_to_gathers():
   _run("triton", lay, no_collectives=False)
 
 
-def test_sequence_sharding_runs_a_ring():
+@pytest.mark.parametrize("alignment", ["top_left", "bottom_right"])
+def test_sequence_sharding_runs_a_ring(alignment):
   # q / k / v split over T = S (and the segment ids with them; lengths
   # replicated): flash_attention runs ring attention over that mesh axis
   # (contiguous chunks), moving data by collective-permutes only.  Causal,
-  # GQA, lengths and segment ids; the ring merges blocks, so it equals the
+  # GQA, lengths and segment ids (bottom-right: diagonals at kv_len - q_len
+  # = 0, 5, 24, -21 per batch row); the ring merges blocks, so it equals the
   # one-device kernel up to f32 rounding.
   lay = Layout("sequence", (4,), P(None, "x"), k=2, t=32)
   qkv, extra, ct = _inputs(lay)
-  fwd, fwd_bwd = _jitted("triton")
+  fwd, fwd_bwd = _jitted("triton", alignment)
   want = fwd_bwd(qkv, extra, ct)
   mesh = _mesh(lay.mesh)
   put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))

@@ -156,8 +156,8 @@ def num_splits(cfg: DecodeConfig, *, programs: int, s: int) -> int:
   return max(1, min(want, s // cfg.min_split_keys, most))
 
 
-def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, table_ref,
-                   o_ref, lse_ref, part_o_ref, part_lse_ref, ticket_ref, *,
+def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, offset_ref,
+                   table_ref, o_ref, lse_ref, part_o_ref, part_lse_ref, ticket_ref, *,
                    spec: masks.MaskSpec, scale: float, cap: float | None,
                    group: int, t: int, s: int, block_r: int, block_k: int,
                    head_dim: int, splits: int, page_size: int | None,
@@ -169,9 +169,7 @@ def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, table_ref,
   split = pl.program_id(part_axis) % splits
   r0 = row_tile * block_r
   q = tiles.load_rows(q_ref, r0, block_r, rows, head_dim)  # [block_r, Hp]
-  q_len = jnp.clip(q_len_ref[()], 0, t)
-  kv_len = jnp.clip(kv_len_ref[()], 0, s)
-  offset = masks.diagonal_offset(spec, q_len, kv_len)
+  q_len, kv_len, offset = q_len_ref[()], kv_len_ref[()], offset_ref[()]
   t_pos = (r0 + jnp.arange(block_r)) // group  # query token of each row
   t_start = r0 // group
   t_end = jnp.minimum((r0 + block_r - 1) // group + 1, q_len)
@@ -341,6 +339,10 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
     grid = (row_tiles * splits, b, kh)
     spec = pl.BlockSpec
   length = spec((None,), lambda i, bi, hi: (bi,))  # one scalar per batch
+  q_len = jnp.clip(arrays.q_len, 0, t).astype(jnp.int32)
+  kv_len = jnp.clip(arrays.kv_len, 0, s).astype(jnp.int32)
+  offset = masks.diagonal_offset(params.spec, q_len, kv_len,
+                                 arrays.diagonal_shift).astype(jnp.int32)
   if page_size is None:
     kv_spec = spec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi, 0))
     table_ops, table_specs = [], []
@@ -379,13 +381,13 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
         jax.ShapeDtypeStruct((b, kh, row_tiles), jnp.int32)]
     ticket_ops = [jnp.zeros((b, kh, row_tiles), jnp.int32)]
     ticket_specs = [ticket_spec]
-    aliases = {5 + len(table_ops): 4}
+    aliases = {6 + len(table_ops): 4}
   out, lse, *_ = pl.pallas_call(
       _bind_refs(kernel, paged=page_size is not None, split=splits > 1),
       grid=grid,
       in_specs=[
           spec((None, None, rows, hp), lambda i, bi, hi: (bi, hi, 0, 0)),
-          kv_spec, kv_spec, length, length, *table_specs, *ticket_specs],
+          kv_spec, kv_spec, length, length, length, *table_specs, *ticket_specs],
       out_specs=out_specs,
       out_shape=out_shape,
       input_output_aliases=aliases,
@@ -393,25 +395,26 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
                                            num_stages=cfg.num_stages),
       interpret=params.interpret,
       name="pallas_flash_decode" if page_size is None else "pallas_flash_paged_decode",
-  )(q_rows, k, v, arrays.q_len, arrays.kv_len, *table_ops, *ticket_ops)
+  )(q_rows, k, v, q_len, kv_len, offset, *table_ops, *ticket_ops)
   out = out.reshape(b, kh, t, group, h).transpose(0, 2, 1, 3, 4).reshape(b, t, n, h)
   lse = lse.reshape(b, kh, t, group).transpose(0, 1, 3, 2).reshape(b, n, t)
   return out, lse
 
 
 def _bind_refs(kernel, *, paged: bool, split: bool):
-  """Positional refs (inputs: q, k, v, q_len, kv_len[, table][, ticket in];
+  """Positional refs (inputs: q, k, v, q_len, kv_len, offset[, table][,
+  ticket in];
   outputs: o, lse[, partial o, partial lse, ticket]) -> ``_decode_kernel``'s,
   None for the absent ones (the aliased ticket input is not used)."""
   def call(*refs):
-    q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, *rest = refs
+    q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, offset_ref, *rest = refs
     table_ref = rest.pop(0) if paged else None
     if split:
       _, o_ref, lse_ref, part_o_ref, part_lse_ref, ticket_ref = rest
     else:
       (o_ref, lse_ref), part_o_ref, part_lse_ref, ticket_ref = rest, None, None, None
-    kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, table_ref, o_ref,
-           lse_ref, part_o_ref, part_lse_ref, ticket_ref)
+    kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, offset_ref, table_ref,
+           o_ref, lse_ref, part_o_ref, part_lse_ref, ticket_ref)
   return call
 
 

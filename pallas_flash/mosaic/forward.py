@@ -777,7 +777,8 @@ def mask_inputs(spec: masks.MaskSpec, arrays: masks.MaskArrays, t: int,
   and N kept at 1 when broadcast, padding "not visible"."""
   q_len = jnp.clip(arrays.q_len.astype(jnp.int32), 0, t)
   kv_len = jnp.clip(arrays.kv_len.astype(jnp.int32), 0, s)
-  offset = masks.diagonal_offset(spec, q_len, kv_len).astype(jnp.int32)
+  offset = masks.diagonal_offset(spec, q_len, kv_len,
+                                 arrays.diagonal_shift).astype(jnp.int32)
   dense = None
   if spec.dense_mask_shape is not None:
     m = arrays.mask

@@ -82,8 +82,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
   tile_k, kv_head = pl.program_id(0), pl.program_id(2)
   multi_head_bias = inputs.bias is not None and inputs.bias.ndim == 3  # [G, Tb, Sb]
   k_start = tile_k * block_k
-  q_len, kv_len = lens_ref[0], lens_ref[1]
-  offset = masks.diagonal_offset(spec, q_len, kv_len)
+  q_len, kv_len, offset = lens_ref[0], lens_ref[1], lens_ref[2]
   k = tiles.load_rows(k_ref, k_start, block_k, s, head_dim)  # [block_k, Hp]
   v = tiles.load_rows(v_ref, k_start, block_k, s, head_dim)
   first, last, full_first, full_last = masks.tile_range(

@@ -26,7 +26,7 @@ class TileInputs(NamedTuple):
   """Refs of the optional mask and score-term inputs of one (batch, head)
   program (kernels take them as ``*refs`` after q, k, v, before outputs)."""
 
-  lens: object  # [2] int32: q_len, kv_len
+  lens: object  # [4] int32: q_len, kv_len, diagonal offset, 0 (pad)
   q_seg: object | None  # [T] int32
   kv_seg: object | None  # [S] int32
   kv_seg_lo: object | None  # [num_k_tiles] int32 per-tile segment range
@@ -61,8 +61,10 @@ def prepare_mask_inputs(arrays: masks.MaskArrays, spec: masks.MaskSpec, *,
   """
   q_len = jnp.clip(arrays.q_len, 0, t)
   kv_len = jnp.clip(arrays.kv_len, 0, s)
-  operands = [jnp.stack([q_len, kv_len], axis=1).astype(jnp.int32)]
-  specs = [pl.BlockSpec((None, 2), lambda i, b, h: (b, 0))]
+  offset = masks.diagonal_offset(spec, q_len, kv_len, arrays.diagonal_shift)
+  lens = [q_len, kv_len, offset, jnp.zeros_like(q_len)]  # 4: a power of two
+  operands = [jnp.stack(lens, axis=1).astype(jnp.int32)]
+  specs = [pl.BlockSpec((None, 4), lambda i, b, h: (b, 0))]
   if spec.has_segments:
     q_lo, q_hi = masks.segment_tile_ranges(arrays.q_segment_ids, block_q)
     k_lo, k_hi = masks.segment_tile_ranges(arrays.kv_segment_ids, block_k)
@@ -113,8 +115,7 @@ def program_query_tile(spec: masks.MaskSpec, lens_ref,
   """The forward's and the dQ kernel's query tile (grid axis 0)."""
   index = query_tile(spec, pl.program_id(0), pl.num_programs(0))
   start = index * block_q
-  q_len, kv_len = lens_ref[0], lens_ref[1]
-  offset = masks.diagonal_offset(spec, q_len, kv_len)
+  q_len, kv_len, offset = lens_ref[0], lens_ref[1], lens_ref[2]
   end = jnp.minimum(start + block_q, q_len)
   return QueryTile(index, start, end, q_len, kv_len, offset)
 
