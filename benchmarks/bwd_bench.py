@@ -12,7 +12,8 @@ FLOPs (causal halved).  The gradients of every implementation are checked
 against cuDNN's (relative L2 error) before timing.
 
   PYTHONPATH=$PWD python3 benchmarks/bwd_bench.py [--cells d128-16k-C,...]
-      [--variant block_q_dkv=128,num_stages=3 ...] [--alibi] [--out DIR]
+      [--variant block_q_dkv=128,num_stages=3 ...] [--alibi]
+      [--only "ours,ours alibi,cudnn"] [--out DIR]
 
 ``--alibi`` adds ours and ours-triton with ALiBi slopes (Press et al.'s
 2^(-8 i / N)); their gradients are checked against each other, and ALiBi's
@@ -93,12 +94,14 @@ def rel_l2(a, b):
   return float(jnp.linalg.norm(a - b) / jnp.linalg.norm(b))
 
 
-def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False):
+def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=()):
   b, n, (q, k, v), flops = cell_inputs(h, t, causal)
   do = jax.random.normal(jax.random.key(99), q.shape, jnp.bfloat16)
   calls, errors, rows = {}, {}, []
   ref = None
   for name, f in cell_impls(h, t, causal, variants, n, alibi).items():
+    if only and name not in only:
+      continue
     try:
       fb = fwd_bwd(f)
       grads = jax.block_until_ready(fb(q, k, v, do))
@@ -157,7 +160,8 @@ def table(rows):
     for cell, rs in by_cell.items():
       if "ours alibi" not in rs:
         continue
-      ratio = lambda a, b, key: rs[a][key] / rs[b][key]
+      ratio = lambda a, b, key: (rs[a][key] / rs[b][key] if b in rs
+                                 else float("nan"))
       lines.append(
           f"| {cell} | {ratio('ours alibi', 'ours', 'fwd_tflops'):.2f} | "
           f"{ratio('ours alibi', 'ours', 'fwdbwd_tflops'):.2f} | "
@@ -176,8 +180,12 @@ def main():
   ap.add_argument("--min-ms", type=float, default=40.0)
   ap.add_argument("--alibi", action="store_true",
                   help="also ours and triton with ALiBi slopes")
+  ap.add_argument("--only", default="",
+                  help="comma-separated implementations to run (e.g. "
+                  "'ours,ours alibi,cudnn'); all by default")
   ap.add_argument("--out", default="")
   args = ap.parse_args()
+  only = tuple(filter(None, args.only.split(",")))
   variants = [parse_variant(v) for v in args.variant]
   wanted = set(filter(None, args.cells.split(",")))
   log(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
@@ -188,7 +196,7 @@ def main():
       continue
     log(cell_name(h, t, causal))
     rows += bench_cell(h, t, causal, variants, args.reps, args.min_ms,
-                       args.alibi)
+                       args.alibi, only)
   text = table(rows)
   log(text)
   if args.out:

@@ -98,16 +98,40 @@ def alibi_bias(slopes, q_pos, k_pos, offset):
   return alibi_from_terms(slopes, *alibi_terms(slopes, q_pos, k_pos, offset))
 
 
-def alibi_terms(slopes, q_pos, k_pos, offset):
-  """``alibi_bias``'s per-row and per-column products (kernels compute them
-  on a tile's position vectors and broadcast them)."""
+def alibi_terms(slopes, q_pos, k_pos, offset, origin=0):
+  """``alibi_bias``'s per-row and per-column products, ``slope (i + offset
+  - origin)`` and ``slope (j - origin)`` (kernels compute them on a tile's
+  position vectors and broadcast them).  Any key ``origin`` gives the same
+  bias; one near the tile keeps the f32 products small and exact."""
   f32 = lambda x: jnp.asarray(x).astype(jnp.float32)
-  return slopes * f32(q_pos + offset), slopes * f32(k_pos)
+  return slopes * f32(q_pos + offset - origin), slopes * f32(k_pos - origin)
 
 
 def alibi_from_terms(slopes, row_term, col_term):
   """``alibi_bias`` from ``alibi_terms`` broadcast to the scores' shape."""
   return -jnp.sign(slopes) * jnp.abs(row_term - col_term)
+
+
+def alibi_side(q_first, q_last, k_first, k_last, offset):
+  """Where a block of rows [q_first, q_last] x keys [k_first, k_last] lies
+  against the diagonal: 1 if ``j <= i + offset`` for every pair in it (as
+  for every visible pair under causal masking), -1 if ``j >= i + offset``
+  for every pair, 0 if the diagonal crosses it (int32, broadcasts)."""
+  left = k_last <= q_first + offset
+  right = k_first >= q_last + offset
+  return jnp.where(left, 1, jnp.where(right, -1, 0)).astype(jnp.int32)
+
+
+def alibi_linear(side, row_term, col_term):
+  """``alibi_bias`` on a block with ``alibi_side`` == side (+-1) is linear:
+  ``row_part + col_part`` with the two returned here (per row, per column,
+  from ``alibi_terms``), since there ``i + offset - j`` has one sign: so
+  the kernels fold the bias into per-row terms and the score GEMM's
+  accumulator init instead of computing it per score.  side = 0 (the
+  diagonal crosses the block) gives zeros: the block needs
+  ``alibi_from_terms``."""
+  side = jnp.asarray(side).astype(jnp.float32)
+  return -side * row_term, side * col_term
 
 
 def position_visible(spec: MaskSpec, q_pos, k_pos, q_len, kv_len, offset):

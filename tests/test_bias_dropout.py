@@ -146,6 +146,36 @@ def test_alibi_matches_materialised_bias(batched):
     assert rel_err(g, r) <= TOL["float32"]["grad"]
 
 
+def test_alibi_linear_on_either_side_of_the_diagonal():
+  """masks.alibi_linear's per-row + per-column parts equal alibi_bias on
+  every block that masks.alibi_side puts on one side of the diagonal, for
+  any key origin and either sign of the slope; straddling blocks get 0."""
+  rng = np.random.default_rng(0)
+  seen = set()
+  for it in range(96):  # four block shapes: each jnp op compiles once per shape
+    q0, k0 = rng.integers(0, 300, 2)
+    nq, nk = ((1, 64), (64, 128), (64, 1), (7, 5))[it % 4]
+    offset, origin = rng.integers(-100, 100), rng.integers(-50, 400)
+    slope = rng.choice([0.5, -0.25, 2.0 ** -8])
+    i, j = np.arange(q0, q0 + nq), np.arange(k0, k0 + nk)
+    side = int(masks.alibi_side(q0, q0 + nq - 1, k0, k0 + nk - 1, offset))
+    seen.add(side)
+    row, col = masks.alibi_terms(slope, i, j, offset, origin)
+    q_part, k_part = masks.alibi_linear(side, row, col)
+    linear = np.asarray(q_part)[:, None] + np.asarray(k_part)[None, :]
+    d = i[:, None] + offset - j[None, :]
+    assert side == (1 if d.min() >= 0 else -1 if d.max() <= 0 else 0)
+    if side == 0:
+      np.testing.assert_array_equal(linear, 0.0)
+    else:
+      exact = masks.alibi_bias(slope, i[:, None], j[None, :], offset)
+      np.testing.assert_allclose(linear, exact, rtol=1e-6, atol=1e-3)
+      with_origin = masks.alibi_from_terms(
+          slope, np.asarray(row)[:, None], np.asarray(col)[None, :])
+      np.testing.assert_allclose(with_origin, exact, rtol=1e-6, atol=1e-3)
+  assert seen == {-1, 0, 1}
+
+
 # ---------------------------------------------------------------- dropout
 
 

@@ -130,6 +130,10 @@ SLOW = [
       kv_lengths=(700, 400)),
     M("alibi d256 soft-cap", t=512, s=512, n=2, k=2, h=256, alibi=True,
       soft_cap=30.0),
+    # Non-causal ALiBi: tiles left of, across and right of the diagonal
+    # (offset 400), the default d128 config (persistent, softmax overlap).
+    M("alibi non-causal bottom_right gqa d128", b=2, t=600, s=1000, n=8, k=2,
+      h=128, bottom_right=True, alibi=True),
     M("head dim 80 (padded)", t=200, s=200, n=2, k=2, h=80),
     M("head dim 32 (padded) causal", t=256, s=256, n=2, k=2, h=32,
       causal=True),
@@ -303,7 +307,9 @@ LOWERINGS = [  # (head dim, causal, config, extra masking)
     (64, True, MosaicConfig(consumers=3), None),
     (64, False, MosaicConfig(consumers=3, overlap_softmax=True), None),
     (128, True, None, "alibi"),  # persistent, softmax overlap
+    (128, False, None, "alibi"),  # ALiBi's tiles across the diagonal
     (64, False, None, "alibi"),
+    (256, False, None, "alibi soft-cap"),  # ALiBi not folded
 ]
 
 
@@ -320,11 +326,12 @@ def _lowering_call(h, causal, config, extra, b=2, t=1000):
   elif extra == "dense mask":
     arrays = arrays._replace(mask=jnp.ones((b, 1, t, t), bool))
     spec = dataclasses.replace(spec, dense_mask_shape=(b, 1, t, t))
-  elif extra == "alibi":
+  elif extra in ("alibi", "alibi soft-cap"):
     arrays = arrays._replace(alibi_slopes=jnp.full((1, 4), 0.25, jnp.float32))
+  soft_cap = extra in ("soft-cap", "alibi soft-cap")
   params = KernelParams(spec=spec, scale=h ** -0.5, forward="mosaic",
                         config=config,
-                        logits_soft_cap=20.0 if extra == "soft-cap" else None)
+                        logits_soft_cap=20.0 if soft_cap else None)
   return arrays, params
 
 
@@ -406,6 +413,12 @@ SLOW_BACKWARD = [
       causal=True, alibi=True),
     B("bwd alibi d64 window soft-cap", t=1000, s=1100, n=4, k=4,
       window=(200, 30), soft_cap=20.0, alibi=True),
+    B("bwd alibi non-causal bottom_right gqa d128", b=2, t=600, s=1000, n=8,
+      k=2, h=128, bottom_right=True, alibi=True),
+    B("bwd alibi non-causal lengths d64", b=2, t=512, s=700, n=4, k=4,
+      alibi=True, kv_lengths=(700, 300)),
+    B("bwd alibi d256 causal (split head dim)", t=512, s=512, n=2, k=2,
+      h=256, causal=True, alibi=True),
     B("bwd d256 S1k causal gqa", b=2, t=1024, s=1024, n=4, k=2, h=256,
       causal=True),
     B("bwd d256 ragged window soft-cap", t=1000, s=777, n=2, k=2, h=256,
@@ -509,7 +522,10 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (256, True, None, "segments"),
     (128, True, MosaicBackwardConfig(split_head_dim=True), "dense mask"),
     (128, True, None, "alibi"),
+    (128, False, None, "alibi"),
     (256, False, None, "alibi"),
+    (256, True, None, "alibi"),
+    (64, False, None, "alibi soft-cap"),
 ]
 
 

@@ -431,6 +431,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   so dQ's bits can change run to run."""
   q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
+  fold = alibi and fwd.folds_alibi(scale, cap)
   fused = not cfg.deterministic  # dQ by TMA reduce-add into refs[0] (f32)
   dq_acc_ref = refs.pop(0) if fused else None
   dk_ref, dv_ref, smem, barriers = refs
@@ -479,8 +480,15 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       plgpu.barrier_wait(q_bars.at[slot])
       plgpu.barrier_wait(do_bars.at[slot])
       # -- S^T = K Q^T and dP^T - delta = V dO^T - delta  [bk, bq]
-      s_init, dp_init, logits = _row_terms(lse2, delta, (bk, bq), 1, scale,
-                                           cap)
+      has_s = xchg is None or w == 0  # (else consumer 1: no S^T here)
+      s_fold = fold and has_s
+      if alibi and has_s:  # folded: its linear part is in S^T's init
+        ab = fwd.AlibiTile(slopes_ref[b, n], item.offset, qt * bq, kv_base,
+                           (bk, bq), 1, spec.is_causal)
+      s_init, dp_init, logits = _row_terms(
+          lse2 - ab.q_vec if s_fold else lse2, delta, (bk, bq), 1, scale, cap)
+      if s_fold:
+        s_init = s_init + ab.k_init(scale * _LOG2E)
       first = None if xchg is None else g * n_steps + j == 0
       if xchg is None:
         s, dp = _scores(((kv.products(0, q_smem), s_init),
@@ -499,8 +507,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         return dk, dv
       x, th, lse2 = logits(s)
       if alibi:  # key-major: queries along axis 1
-        x = x + fwd.alibi_tile(slopes_ref, item, n, qt * bq, kv_base,
-                               (bk, bq), 1)
+        x = ab.add_rest(x, 1.0) if fold else x + ab.full()
       if masked:
         segs = dense = None
         if spec.has_segments:
@@ -634,8 +641,12 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     qo.load(q_ref, do_ref)
     row_vec = lambda ref: plgpu.load(ref.at[b, n, pl.ds(q_base, bq)],
                                      layout=_ROW, optimized=False)
-    s_init, dp_init, logits = _row_terms(row_vec(lse_ref), row_vec(delta_ref),
-                                         (bq, bk), 0, scale, cap)
+    lse_rows, delta = row_vec(lse_ref), row_vec(delta_ref)
+    s_init, dp_init, logits = _row_terms(lse_rows, delta, (bq, bk), 0, scale,
+                                         cap)
+    fold = alibi and fwd.folds_alibi(scale, cap)
+    if alibi:
+      slope2 = slopes_ref[b, n]
     if spec.has_segments:
       q_seg = segment_ids(q_seg_ref, b, pl.ds(q_base, bq), (bq, bk), 0)
     dq = plgpu.layout_cast(jnp.zeros((bq, qo.width), jnp.float32), _WGMMA)
@@ -649,14 +660,21 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       slot = lax.rem(j, stages)
       ki = item.tile_of(j)
       k_smem, v_smem = k_smems.at[slot], v_smems.at[slot]
+      s_init_j = s_init
+      if alibi and (xchg is None or w == 0):  # folded: in S's init
+        ab = fwd.AlibiTile(slope2, item.offset, q_base, ki * bk, (bq, bk), 0,
+                           spec.is_causal)
+        if fold:
+          s_init_j = (_row_terms(lse_rows - ab.q_vec, delta, (bq, bk), 0,
+                                 scale, cap)[0] + ab.k_init(scale * _LOG2E))
       plgpu.barrier_wait(k_bars.at[slot])
       plgpu.barrier_wait(v_bars.at[slot])
       # -- S = Q K^T and dP - delta = dO V^T - delta  [bq, bk]
       if xchg is None:
-        s, dp = _scores(((qo.products(0, k_smem), s_init),
+        s, dp = _scores(((qo.products(0, k_smem), s_init_j),
                          (qo.products(1, v_smem), dp_init)), interpret)
       elif w == 0:  # S here, dP - delta from consumer 1
-        (s,) = _scores(((qo.products(0, k_smem), s_init),), interpret)
+        (s,) = _scores(((qo.products(0, k_smem), s_init_j),), interpret)
       else:  # dP - delta to consumer 0; dS back from it
         (dp,) = _scores(((qo.products(1, v_smem), dp_init),), interpret)
         sync.release(1, slot)  # V read
@@ -670,8 +688,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       sync.release(1, slot)  # V read
       x, th, lse2 = logits(s)
       if alibi:
-        x = x + fwd.alibi_tile(slopes_ref, item, n, q_base, ki * bk,
-                               (bq, bk), 0)
+        x = ab.add_rest(x, 1.0) if fold else x + ab.full()
       if masked:
         ok = fwd.query_tile_visible(spec, item, b, n, q_base, ki, (bq, bk),
                                     q_seg if spec.has_segments else None,

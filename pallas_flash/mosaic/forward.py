@@ -310,22 +310,73 @@ def query_tile_visible(spec: masks.MaskSpec, item: _Item, b, n, q_base, ki,
                       dense)
 
 
-def alibi_tile(slopes_ref, item: _Item, head, q_start, k_start, shape,
-               q_dim: int):
-  """ALiBi of a score tile in base-2 logits (``masks.alibi_bias``; the
-  wrapper's ``alibi_slopes`` [B, N] f32 carry the log2 e): queries
+class AlibiTile:
+  """ALiBi (``masks.alibi_bias``) of one score tile in base-2 logits (the
+  slope ``slope2`` carries the log2 e, ``alibi_slopes``): queries
   q_start.. along axis ``q_dim`` of the tile, keys k_start.. along the
-  other.  The row and column products are computed on position vectors and
-  broadcast, so a score costs a subtract, an abs and a multiply."""
-  slope2 = slopes_ref[item.b, head]
-  k_dim = 1 - q_dim
-  pos = lambda start, dim: start + plgpu.broadcasted_iota(
-      jnp.int32, (shape[dim],), 0, layout=_ROW if dim == 0 else _COL)
-  q_term, k_term = masks.alibi_terms(slope2, pos(q_start, q_dim),
-                                     pos(k_start, k_dim), item.offset)
-  bcast = lambda x, dim: lax.broadcast_in_dim(x, shape, [dim])
-  return masks.alibi_from_terms(slope2, bcast(q_term, q_dim),
-                                bcast(k_term, k_dim))
+  other; row and column products on position vectors (``masks.alibi_terms``
+  relative to the tile's first key, or with queries on axis 1 to the first
+  query's diagonal key: either way axis 1's vector, a WGMMA column vector
+  of 16-32 values per thread, depends on the in-tile index only and is the
+  same for every tile of a loop; axis 0's has 2 per thread).
+
+  Where every pair of the tile lies on one side of the diagonal
+  (``masks.alibi_side``; under ``causal`` masking every visible pair does)
+  the bias is ``bcast(q_vec) + bcast(k_vec)`` (``masks.alibi_linear``):
+  the kernels add q_vec to a per-row term they have anyway (the forward's
+  running max, the backward's lse) and start the S GEMM's accumulator at
+  ``k_init`` (as the backward's ``_row_terms`` do), so such a tile costs
+  no work per score.  ``straddle`` (a traced bool; None under causal
+  masking): the diagonal crosses the tile, whose q_vec and k_vec are then
+  0 and whose scores need ``add_rest`` (element-wise, ``full``).
+  """
+
+  def __init__(self, slope2, offset, q_start, k_start, shape, q_dim: int,
+               causal: bool):
+    self.slope2, self.shape, self.q_dim = slope2, shape, q_dim
+    n_q, n_k = shape[q_dim], shape[1 - q_dim]
+    pos = lambda start, n, dim: start + plgpu.broadcasted_iota(
+        jnp.int32, (n,), 0, layout=_ROW if dim == 0 else _COL)
+    origin = k_start if q_dim == 0 else q_start + offset
+    self.row, self.col = masks.alibi_terms(
+        slope2, pos(q_start, n_q, q_dim), pos(k_start, n_k, 1 - q_dim),
+        offset, origin)
+    if causal:
+      side, self.straddle = 1, None
+    else:
+      side = masks.alibi_side(q_start, q_start + n_q - 1, k_start,
+                              k_start + n_k - 1, offset)
+      self.straddle = side == 0
+    self.q_vec, self.k_vec = masks.alibi_linear(side, self.row, self.col)
+
+  def _bcast(self, x, dim):
+    return plgpu.layout_cast(lax.broadcast_in_dim(x, self.shape, [dim]),
+                             _WGMMA)
+
+  def full(self):
+    """The bias of every score of the tile (``masks.alibi_from_terms``)."""
+    return masks.alibi_from_terms(self.slope2,
+                                  self._bcast(self.row, self.q_dim),
+                                  self._bcast(self.col, 1 - self.q_dim))
+
+  def k_init(self, c: float):
+    """The S accumulator's share of the linear part: with it, c * acc is
+    c * S + bcast(k_vec)."""
+    return self._bcast(self.k_vec * (1.0 / c), 1 - self.q_dim)
+
+  def add_rest(self, acc, c: float):
+    """acc (c * acc the base-2 logits) plus what ``k_init`` and q_vec
+    leave out: ``full() / c`` on a straddling tile, else nothing."""
+    if self.straddle is None:
+      return acc
+    return lax.cond(self.straddle, lambda a: a + self.full() * (1.0 / c),
+                    lambda a: a, acc)
+
+
+def folds_alibi(scale: float, cap: float | None) -> bool:
+  """Whether the kernels fold ALiBi's linear part into the S accumulator
+  (``AlibiTile.k_init``): the logits must be c * S with c > 0."""
+  return cap is None and scale > 0
 
 
 def alibi_slopes(arrays: masks.MaskArrays, b: int):
@@ -465,43 +516,77 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         def slot_of(j):
           return lax.rem(g0 + j, num_stages)
 
-        def tile_softmax(s, m_i, ki, *, masked: bool):
-          """Mask, new running max and exp2 of one score tile (base 2)."""
-          fma = not masked and cap is None and scale > 0 and not alibi
+        fold = alibi and folds_alibi(scale, cap)
+        if alibi:
+          slope2 = slopes_ref[b, n]
+
+        def alibi_of(j):  # the ALiBi of step j's score tile, or None
+          if not alibi:
+            return None
+          return AlibiTile(slope2, item.offset, q_base, item.tile_of(j) * bk,
+                           (bq, bk), 0, spec.is_causal)
+
+        def s_init(ab):  # the S accumulator's init, or None for zeros
+          return ab.k_init(scale * _LOG2E) if fold else None
+
+        def tile_softmax(s, m_i, ki, *, masked: bool, ab=None):
+          """Mask, new running max and exp2 of one score tile (base 2).
+          ``ab``: the tile's ALiBi; folded (``fold``), its k_vec is in s
+          already and its q_vec joins each row's max and shift (m_i stays
+          the max of the true logits)."""
+          def max_and_shift(row_max):  # -> m_new, what exp2 subtracts
+            if fold:
+              m_new = jnp.maximum(m_i, row_max + ab.q_vec)
+              return m_new, m_new - ab.q_vec
+            m_new = jnp.maximum(m_i, row_max)
+            return m_new, m_new
+
+          bcast = lambda x: lax.broadcast_in_dim(x, s.shape, [0])
+
+          if fold:
+            s = ab.add_rest(s, scale * _LOG2E)
+          fma = not masked and cap is None and scale > 0
           if fma:  # max commutes with a positive scale: one FMA per score
             c = scale * _LOG2E
-            m_new = jnp.maximum(m_i, s.max(axis=1) * c)
-            p = jnp.exp2(s * c - lax.broadcast_in_dim(m_new, s.shape, [0]))
-            return m_new, p
+            m_new, shift = max_and_shift(s.max(axis=1) * c)
+            return m_new, jnp.exp2(s * c - bcast(shift))
           s = logits_base2(s)
-          if alibi:
-            s = s + alibi_tile(slopes_ref, item, n, q_base, ki * bk,
-                               (bq, bk), 0)
+          if alibi and not fold:
+            s = s + ab.full()
           if masked:
             ok = query_tile_visible(spec, item, b, n, q_base, ki, (bq, bk),
                                     q_seg if spec.has_segments else None,
                                     kv_seg_ref, mask_ref)
             s = jnp.where(ok, s, _MASK)
-          m_new = jnp.maximum(m_i, s.max(axis=1))
-          p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
-          return m_new, p
+          m_new, shift = max_and_shift(s.max(axis=1))
+          return m_new, jnp.exp2(s - bcast(shift))
 
         def step(j, carry, *, masked: bool):
           """S(j), softmax(j), then O += P(j) V(j) (FA-2 Alg. 1 inner loop)."""
           acc, m_i, l_i = carry
           slot = slot_of(j)
+          ab = alibi_of(j)
+          init = s_init(ab)
 
-          # -- S = Q K^T  [bq, bk] on the tensor cores
-          def qk(acc_ref):
+          # -- S = Q K^T  [bq, bk] on the tensor cores (from init: ALiBi)
+          def issue_qk(acc_ref):
             plgpu.wgmma(acc_ref, q_smem, k_smems.at[slot].transpose((1, 0)))
             sync.pass_turn()  # my S GEMM is issued: the other's P V may go
+
+          def qk(acc_ref):
+            issue_qk(acc_ref)
             return acc_ref[...]  # waits for the wgmma
 
-          s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
+          if init is None or interpret:  # (interpret: no ACC.init, as add_pv)
+            s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
+            s = s if init is None else s + init
+          else:
+            s = pl.run_state(issue_qk)(plgpu.ACC.init(init))
           sync.release(0, slot)
 
           # -- update m_i and l_i (base 2)
-          m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked)
+          m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked,
+                                  ab=ab)
           alpha = jnp.exp2(m_i - m_new)
           acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
           l_i = l_i * alpha
@@ -535,6 +620,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           acc, m_i, l_i, p_prev = carry
           slot = slot_of(j)
           prev = slot_of(jnp.maximum(j - 1, 0))
+          ab = alibi_of(j)
+          init = s_init(ab)
           pl.when(j != 1)(lambda: plgpu.barrier_wait(v_bars.at[prev]))
           plgpu.barrier_wait(k_bars.at[slot])
           sync.take_turn()
@@ -543,7 +630,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 
           def softmax(s):  # -> m, l, P(j), alpha
             sync.release(0, slot)
-            m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked)
+            m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked,
+                                    ab=ab)
             alpha = jnp.exp2(m_i - m_new)
             return m_new, l_i * alpha + p.sum(axis=1), p.astype(dtype), alpha
 
@@ -554,6 +642,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
               sync.pass_turn()
               return s_ref[...]
             s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
+            s = s if init is None else s + init
             acc = add_pv(acc, p_prev, prev)
             m_new, l_new, p16, alpha = softmax(s)
           else:
@@ -568,7 +657,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 
             outs = (m_i, l_i, p_prev, m_i)  # placeholders: m, l, P(j), alpha
             acc, _, m_new, l_new, p16, alpha = pl.run_state(gemms_and_softmax)(
-                (plgpu.ACC.init(acc), plgpu.ACC.init(zeros_s), *outs))
+                (plgpu.ACC.init(acc),
+                 plgpu.ACC.init(zeros_s if init is None else init), *outs))
           pl.when(j > 0)(lambda: sync.release(1, prev))
           acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
           return acc, m_new, l_new, p16
