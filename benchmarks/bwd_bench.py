@@ -44,16 +44,6 @@ CELLS = [*mosaic_bench.CELLS, (256, 4096, False), (256, 4096, True),
          (128, 131072, True)]
 
 
-def inputs(h, t, causal):
-  """The convention workload (``mosaic_bench.cell_inputs``); beyond 16k
-  tokens one sequence of 16 heads (issue 12's long-context cell)."""
-  if t <= 16384:
-    return cell_inputs(h, t, causal)
-  ks = jax.random.split(jax.random.key(t + h), 3)
-  qkv = tuple(jax.random.normal(kk, (1, t, 16, h), jnp.bfloat16) for kk in ks)
-  return 1, 16, qkv, 4 * 16 * t * t * h * (0.5 if causal else 1.0)
-
-
 def cell_name(h, t, causal):
   return f"d{h}-{t // 1024}k-{'C' if causal else 'N'}"
 
@@ -105,7 +95,7 @@ def rel_l2(a, b):
 
 
 def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=()):
-  b, n, (q, k, v), flops = inputs(h, t, causal)
+  b, n, (q, k, v), flops = cell_inputs(h, t, causal)
   do = jax.random.normal(jax.random.key(99), q.shape, jnp.bfloat16)
   calls, errors, rows = {}, {}, []
   ref = None

@@ -68,13 +68,25 @@ def mosaic_fn(spec, scale, cap=None, config=None, module=mosaic_forward):
   return jax.jit(f)
 
 
+def cell_workload(h, t, causal) -> workloads.Workload:
+  """A cell as the shared workload description: the convention's bf16 cell
+  (B x T = 16384 tokens, hidden 2048, N = 2048 / H) up to 16k tokens; beyond,
+  one sequence of 16 heads (issue 12's long-context cell)."""
+  if t <= workloads.TOKENS:
+    return workloads.convention(seqlens=(t,), head_dims=(h,),
+                                causals=(causal,), dtypes=("bfloat16",))[0]
+  return workloads.Workload(name="long", batch=1, seqlen=t, heads=16,
+                            kv_heads=16, head_dim=h, causal=causal,
+                            dtype="bfloat16")
+
+
 def cell_inputs(h, t, causal):
-  """The workload of a cell: B x T = 16384 tokens, hidden 2048 (N = 2048 / H).
-  Returns (b, n, (q, k, v) bf16 [B, T, N, H], forward FLOPs)."""
-  b, n = 16384 // t, 2048 // h
-  ks = jax.random.split(jax.random.key(t + h), 3)
-  qkv = tuple(jax.random.normal(kk, (b, t, n, h), jnp.bfloat16) for kk in ks)
-  return b, n, qkv, 4 * b * n * t * t * h * (0.5 if causal else 1.0)
+  """(b, n, (q, k, v) bf16 [B, T, N, H], forward FLOPs) of a cell
+  (``workloads.make_inputs`` of ``cell_workload``)."""
+  w = cell_workload(h, t, causal)
+  x = workloads.make_inputs(w)
+  return (w.batch, w.heads, (x.q, x.k, x.v),
+          workloads.flops(w, x.visible_pairs, "fwd"))
 
 
 def full_arrays(b, t, s):

@@ -20,6 +20,8 @@ from cases import TOL, Case, check_forward, check_gradients, rel_err, upcast
 ON_GPU = jax.default_backend() == "gpu"
 # Several splits and tiles even at interpret-mode sizes.
 SMALL = DecodeConfig(block_k=32, num_splits=3)
+# The same with the splits (not the kv heads) on the first grid axis.
+SMALL_SPLITS_FIRST = DecodeConfig(block_k=32, num_splits=3, heads_first=False)
 
 # flash_attention(implementation="triton", config=DecodeConfig) forces the
 # split-KV kernel.
@@ -30,8 +32,9 @@ DECODE = [
          causal=True, bottom_right=True, kv_lengths=(130, 7), dtype="float16",
          config=SMALL),
     Case("d_window_ragged", b=2, t=4, s=97, n=2, k=2, causal=True,
-         bottom_right=True, window=(20, 0), kv_lengths=(50, 97), config=SMALL),
-    # One split: no combine kernel.
+         bottom_right=True, window=(20, 0), kv_lengths=(50, 97),
+         config=SMALL_SPLITS_FIRST),
+    # One split: the program writes the final output (no partials, no ticket).
     Case("d_soft_cap_empty_seq_one_split", b=2, t=2, s=61, n=4, k=2,
          soft_cap=5.0, kv_lengths=(0, 61), dtype="bfloat16",
          config=DecodeConfig(block_k=32, num_splits=1)),
@@ -39,6 +42,11 @@ DECODE = [
     Case("d_row_tiles_h40", b=1, t=9, s=70, n=4, k=1, h=40, causal=True,
          bottom_right=True, q_lengths=(8,),
          config=DecodeConfig(block_k=16, block_rows=16, num_splits=2)),
+    # 9 splits merged 4 at a time (16 rows x 128 columns per split): three
+    # chunks, the last one partly past the splits; short sequences leave
+    # trailing splits empty.
+    Case("d_merge_chunks", b=2, t=4, s=150, n=4, k=1, h=128,
+         kv_lengths=(150, 40), config=DecodeConfig(block_k=16, num_splits=9)),
 ]
 
 
@@ -96,7 +104,7 @@ def _paged_inputs(b, t, n, kh, h, page_size, max_pages, num_pages, dtype, seed=0
 
 @pytest.mark.parametrize("page_size,cfg,dtype,kw", [
     # 2 pages per 32-key tile; GQA; bottom-right causal over ragged lengths
-    (16, SMALL, "bfloat16", dict(is_causal=True)),
+    (16, SMALL_SPLITS_FIRST, "bfloat16", dict(is_causal=True)),
     # a 16-key tile inside 48-key pages; MQA; window and soft-cap
     (48, DecodeConfig(block_k=16, num_splits=2), "float32",
      dict(is_causal=True, local_window_size=(30, 0), logits_soft_cap=4.0)),
@@ -194,6 +202,8 @@ def test_bad_inputs():
     DecodeConfig(block_k=24)
   with pytest.raises(ValueError, match="num_splits=0"):
     DecodeConfig(num_splits=0)
+  with pytest.raises(ValueError, match="heads_first=1"):
+    DecodeConfig(heads_first=1)
 
 
 def test_lowers_for_cuda(monkeypatch):
@@ -216,15 +226,20 @@ def test_lowers_for_cuda(monkeypatch):
       q, k, v, is_causal=True, causal_alignment="bottom_right").astype(
           jnp.float32).sum()
   text = lower(jax.grad(loss, (0, 1, 2)), q, kv, kv)
-  for name in ("pallas_flash_decode", "pallas_flash_decode_combine",
-               "pallas_flash_bwd_dkdv", "pallas_flash_bwd_dq"):
+  for name in ("pallas_flash_decode", "pallas_flash_bwd_dkdv",
+               "pallas_flash_bwd_dq"):
     assert name in text, name
+  assert "combine" not in text  # the splits merge inside the one launch
   q1 = jax.ShapeDtypeStruct((32, 1, 32, 128), jnp.bfloat16)
   kv1 = jax.ShapeDtypeStruct((32, 4096, 8, 128), jnp.bfloat16)
   text = lower(lambda q, k: pf.flash_attention(
       q, k, k, implementation="triton", config=DecodeConfig(num_splits=1)),
       q1, kv1)
-  assert "pallas_flash_decode" in text and "combine" not in text
+  assert "pallas_flash_decode" in text
+  text = lower(lambda q, k: pf.flash_attention(
+      q, k, k, implementation="triton", config=DecodeConfig(heads_first=False)),
+      q1, kv1)
+  assert "pallas_flash_decode" in text
   # f32 d256: block_k shrinks to fit kernel.SMEM_BUDGET
   q2 = jax.ShapeDtypeStruct((1, 1, 4, 256), jnp.float32)
   kv2 = jax.ShapeDtypeStruct((1, 4096, 1, 256), jnp.float32)
@@ -245,6 +260,25 @@ def test_decode_gpu_sizes(b, t, s):
   check_forward(Case(f"gpu_b{b}_t{t}_s{s}", b=b, t=t, s=s, n=32, k=8, h=128,
                      causal=True, bottom_right=True, kv_lengths=kv,
                      dtype="bfloat16", config=DecodeConfig()), "triton")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ON_GPU, reason="serving sizes need a GPU")
+@pytest.mark.parametrize("b,t,s", [(1, 1, 32768), (2, 1, 4096)])
+def test_decode_merge_is_deterministic(b, t, s):
+  # The last program to finish merges the splits (33 and 16 of them here,
+  # finishing in any order); it reads them in split order, so repeated calls
+  # agree bit for bit.
+  q, k, v = (jax.random.normal(key, (b, x, hh, 128), jnp.bfloat16)
+             for key, x, hh in zip(jax.random.split(jax.random.key(3), 3),
+                                   (t, s, s), (32, 8, 8)))
+  f = jax.jit(lambda q, k, v: pf.flash_attention(
+      q, k, v, implementation="triton", config=DecodeConfig()))
+  first = np.asarray(f(q, k, v))
+  for _ in range(20):
+    np.testing.assert_array_equal(np.asarray(f(q, k, v)), first)
+  ref = pf.flash_attention(*upcast(q, k, v), implementation="xla")
+  assert rel_err(first, ref) <= TOL["bfloat16"]["out"]
 
 
 @pytest.mark.slow

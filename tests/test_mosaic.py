@@ -434,7 +434,7 @@ SLOW_BACKWARD = [
       config=MosaicBackwardConfig(deterministic=False)),
     B("bwd fused dQ segments d64 lengths", b=2, t=1024, s=1024, n=2, k=2,
       segments=True, q_lengths=(1024, 0),
-      config=MosaicBackwardConfig(deterministic=False)),
+      config=MosaicBackwardConfig(block_q_dkv=128, deterministic=False)),
     B("bwd fused dQ softcap dense mask d128", b=2, t=512, s=640, n=2, k=1,
       h=128, soft_cap=20.0, dense_mask="full_empty_row",
       config=MosaicBackwardConfig(deterministic=False)),
@@ -514,9 +514,10 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (128, True, None, "segments"),
     (128, False, None, "dense mask"),
     (64, True, None, "soft-cap"),
-    (64, True, MosaicBackwardConfig(deterministic=False), None),
+    (64, True, MosaicBackwardConfig(block_q_dkv=128, deterministic=False),
+     None),
     (128, False, MosaicBackwardConfig(deterministic=False), "segments"),
-    (128, True, MosaicBackwardConfig(deterministic=False, dq_cols=128), None),
+    (128, True, MosaicBackwardConfig(deterministic=False), "alibi"),
     (256, False, None, None),
     (256, True, None, "segments"),
     (128, True, MosaicBackwardConfig(split_head_dim=True), "dense mask"),
@@ -525,6 +526,7 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (256, False, None, "alibi"),
     (256, True, None, "alibi"),
     (64, False, None, "alibi soft-cap"),
+    (128, False, MosaicBackwardConfig(deterministic=False), "alibi"),
 ]
 
 

@@ -5,8 +5,10 @@ the forward's grid (query tiles x B x N) leaves most SMs idle and the step is
 bound by reading K/V from HBM.  Here the K/V length is split across programs
 (Dao et al., "Flash-Decoding for long-context inference", 2023):
 
-* grid ``(row_tiles * num_splits, B, K)``: one program per (row tile, split,
-  batch, kv head);
+* grid ``(K, row_tiles * num_splits, B)``: one program per (kv head, row
+  tile, split, batch), the kv heads varying fastest so that the K programs
+  reading the same cache rows run together (``DecodeConfig.heads_first``;
+  off: ``(row_tiles * num_splits, B, K)``);
 * GQA/MQA packing: the G = N / K query heads of one kv head times the T query
   tokens are the rows of one tile (row ``r = t * G + g``, [block_r, Hp] with
   block_r >= 16 for the tensor-core dot), so K/V are read once per kv head;
@@ -14,9 +16,13 @@ bound by reading K/V from HBM.  Here the K/V length is split across programs
   FlashAttention-2 online softmax (FA-2 Alg. 1, log2 domain as in
   ``triton/tiles.py``) and writes its normalised partial output (f32) and
   log2-sum-exp;
-* a second small kernel merges the splits exactly: ``out = sum_s w_s o_s /
-  sum_s w_s`` with ``w_s = exp2(lse_s - max lse)`` (with one split the first
-  kernel writes the final output itself).
+* the last program of a (row tile, batch, kv head) to finish merges the
+  splits exactly in the same launch: ``out = sum_s w_s o_s / sum_s w_s`` with
+  ``w_s = exp2(lse_s - max lse)``.  "Last" is decided by an atomic ticket
+  (the serial split-K semaphore of CUTLASS, the threadfence-reduction
+  pattern); whichever program it is, it reads every split back from global
+  memory in split order, so the result does not depend on the arrival order.
+  With one split the program writes the final output itself.
 
 Each sequence's visible key range (lengths, bottom-right causal diagonal,
 window: ``masks.kv_bounds``) is divided evenly among the splits, so a ragged
@@ -56,7 +62,7 @@ from pallas_flash.triton.forward import kv_tile_loops
 MAX_T = 64
 MIN_S_PER_T = 8
 _INTERPRET_CORES = 8  # SM count assumed off-GPU (interpret mode)
-# The combine kernel holds all splits of its rows in registers.
+# The merge holds the log-sum-exps of all splits of its rows in registers.
 MAX_SPLITS = 64
 # Shared memory for the pipelined K/V tiles: Triton keeps num_stages - 1
 # buffers of the [block_k, Hp] K and V tiles (bf16 d128, block_k 128,
@@ -89,6 +95,11 @@ class DecodeConfig:
       ``min_split_keys`` keys.
     waves: target programs per SM when ``num_splits`` is None.
     min_split_keys: fewest keys per split when ``num_splits`` is None.
+    heads_first: put the kv heads on the fastest-varying grid axis, so that
+      the programs reading the same cache rows (one per kv head) run
+      together; off: splits vary fastest.  On by default: in an interleaved
+      sweep on an H100 (``benchmarks/RESULTS.md``, decode run 3) it was 1.6%
+      (32:1:32k), 5% (32:1:4k) and 9% (32:1:32k ragged) faster than off.
   """
 
   block_k: int = 128
@@ -98,6 +109,7 @@ class DecodeConfig:
   num_splits: int | None = None
   waves: int = 2
   min_split_keys: int = 256
+  heads_first: bool = True
 
   def __post_init__(self):
     for name in ("block_k", "block_rows"):
@@ -107,6 +119,8 @@ class DecodeConfig:
       value = getattr(self, name)
       if not (isinstance(value, int) and value >= 1):
         raise ValueError(f"{name}={value!r} must be a positive int")
+    if not isinstance(self.heads_first, bool):
+      raise ValueError(f"heads_first={self.heads_first!r} must be a bool")
     if self.num_splits is not None and not (
         isinstance(self.num_splits, int) and self.num_splits >= 1):
       raise ValueError(f"num_splits={self.num_splits!r} must be a positive int or None")
@@ -143,13 +157,16 @@ def num_splits(cfg: DecodeConfig, *, programs: int, s: int) -> int:
 
 
 def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, table_ref,
-                   o_ref, lse_ref, *, spec: masks.MaskSpec, scale: float,
-                   cap: float | None, group: int, t: int, s: int, block_r: int,
-                   block_k: int, head_dim: int, splits: int,
-                   page_size: int | None):
+                   o_ref, lse_ref, part_o_ref, part_lse_ref, ticket_ref, *,
+                   spec: masks.MaskSpec, scale: float, cap: float | None,
+                   group: int, t: int, s: int, block_r: int, block_k: int,
+                   head_dim: int, splits: int, page_size: int | None,
+                   interpret: bool, part_axis: int):
+  """One (row tile x split, batch, kv head) program.  ``table_ref`` is None
+  unless paged; ``part_*`` and ``ticket_ref`` are None with one split."""
   rows = t * group
-  row_tile = pl.program_id(0) // splits
-  split = pl.program_id(0) % splits
+  row_tile = pl.program_id(part_axis) // splits
+  split = pl.program_id(part_axis) % splits
   r0 = row_tile * block_r
   q = tiles.load_rows(q_ref, r0, block_r, rows, head_dim)  # [block_r, Hp]
   q_len = jnp.clip(q_len_ref[()], 0, t)
@@ -224,76 +241,77 @@ def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, table_ref,
   acc, m, l = lax.fori_loop(unmasked_hi, hi, masked_body, carry)
 
   # A row that saw no key in this split (or is past q_len) is empty: out 0,
-  # lse2 -inf, so that it weighs nothing in the combine.
+  # lse2 -inf, so that it weighs nothing in the merge.
   empty = (m <= masks.MASK_VALUE) | (t_pos >= q_len)
   l_safe = jnp.where(empty, 1.0, l)
   out = jnp.where(empty[:, None], 0.0, acc / l_safe[:, None])
   lse2 = jnp.where(empty, -jnp.inf, m + jnp.log2(l_safe))
-  tiles.store_rows(o_ref, out, r0, block_r, rows, head_dim)
-  plgpu.store(lse_ref, lse2, mask=r0 + jnp.arange(block_r) < rows)
+  if splits == 1:
+    tiles.store_rows(o_ref, out, r0, block_r, rows, head_dim)
+    plgpu.store(lse_ref, jnp.where(empty, jnp.inf, lse2 * tiles.LN2),
+                mask=r0 + jnp.arange(block_r) < rows)
+    return
+  # -- this split's partial [block_r, Hp] f32 and lse2, then a ticket
+  plgpu.store(part_o_ref.at[split], out)
+  plgpu.store(part_lse_ref.at[split], lse2)
+  if not interpret:  # (interpret mode runs the programs one after another)
+    plgpu.debug_barrier()  # every thread's stores precede the ticket
+  # acq_rel at GPU scope: releases this program's partial; the last program
+  # acquires all the others' before it reads them.
+  ticket = plgpu.atomic_add(ticket_ref, row_tile, jnp.ones((), jnp.int32))
+
+  @pl.when(ticket == splits - 1)
+  def _merge():
+    _merge_splits(part_o_ref, part_lse_ref, o_ref, lse_ref, r0=r0, rows=rows,
+                  block_r=block_r, head_dim=head_dim, splits=splits)
 
 
-def _combine_kernel(o_ref, lse2_ref, out_ref, lse_ref, *, splits: int,
-                    rows: int, block_r: int, head_dim: int):
-  """Exact merge of one kv head's splits for rows [r0, r0 + block_r):
+def _merge_splits(part_o_ref, part_lse_ref, o_ref, lse_ref, *, r0, rows: int,
+                  block_r: int, head_dim: int, splits: int):
+  """Exact merge of one row tile's splits (the flash-decoding reduction):
   ``out = sum_s w_s o_s / sum_s w_s``, ``w_s = exp2(lse2_s - max lse2)``.
-  Holds all splits at once: o [splits_p2, block_r, Hp] f32."""
+
+  Reads the [splits, cr, Hp] f32 partials back in split order, ``chunk``
+  splits per load (<= 8192 f32 per program); cr = the tile's rows rounded up
+  to a power of two (4 for one token of 4 query heads per kv head, not the
+  16 of the dot).  Other programs wrote them: their release and this
+  program's acquire (the ticket) order those stores before these loads."""
+  cr = min(block_r, pl.next_power_of_2(rows))
+  hp = part_o_ref.shape[-1]
   splits_p2 = pl.next_power_of_2(splits)
-  r0 = pl.program_id(0) * block_r
-  split_ok = jnp.arange(splits_p2) < splits
-  row_ok = r0 + jnp.arange(block_r) < rows
-  ok2 = split_ok[:, None] & row_ok[None, :]
-  lse2 = plgpu.load(lse2_ref.at[pl.ds(0, splits_p2), pl.ds(r0, block_r)],
-                    mask=ok2, other=-jnp.inf)  # [splits_p2, block_r]
-  head_dim_padded = o_ref.shape[-1]
-  ok3 = ok2[:, :, None] & (jnp.arange(head_dim_padded) < head_dim)[None, None, :]
-  o = plgpu.load(o_ref.at[pl.ds(0, splits_p2), pl.ds(r0, block_r), :],
-                 mask=ok3, other=0.0)  # [splits_p2, block_r, Hp]
+  chunk = max(1, min(splits_p2, 8192 // (cr * hp)))
+  lse2 = plgpu.load(part_lse_ref.at[pl.ds(0, splits_p2), pl.ds(0, cr)],
+                    mask=(jnp.arange(splits_p2) < splits)[:, None],
+                    other=-jnp.inf)  # [splits_p2, cr]
   m = jnp.max(lse2, axis=0)
   m_safe = jnp.where(m == -jnp.inf, 0.0, m)
-  w = jnp.exp2(lse2 - m_safe[None, :])  # 0 for empty splits
-  l = jnp.sum(w, axis=0)
+
+  def body(c, carry):
+    acc, l = carry
+    first = c * chunk
+    ok = (first + jnp.arange(chunk) < splits)[:, None]
+    lse_c = plgpu.load(part_lse_ref.at[pl.ds(first, chunk), pl.ds(0, cr)],
+                       mask=ok, other=-jnp.inf)  # [chunk, cr]
+    o_c = plgpu.load(part_o_ref.at[pl.ds(first, chunk), pl.ds(0, cr), :],
+                     mask=ok[:, :, None], other=0.0)  # [chunk, cr, Hp]
+    w = jnp.exp2(lse_c - m_safe[None, :])  # 0 for empty splits
+    return acc + jnp.sum(w[:, :, None] * o_c, axis=0), l + jnp.sum(w, axis=0)
+
+  acc, l = lax.fori_loop(0, pl.cdiv(splits, chunk), body,
+                         (jnp.zeros((cr, hp), jnp.float32),
+                          jnp.zeros((cr,), jnp.float32)))
   seen = l > 0
   l_safe = jnp.where(seen, l, 1.0)
-  out = jnp.sum(w[:, :, None] * o, axis=0) / l_safe[:, None]
   lse = jnp.where(seen, (m_safe + jnp.log2(l_safe)) * tiles.LN2, jnp.inf)
-  tiles.store_rows(out_ref, out, r0, block_r, rows, head_dim)
-  plgpu.store(lse_ref, lse, mask=row_ok)
-
-
-def _combine(o_part, lse2_part, dtype, *, head_dim: int, interpret: bool):
-  """[B, K, splits, R, H] partials -> (out [B, K, R, H] dtype, lse [B, K, R]
-  natural log, +inf where no split saw a key): one launch."""
-  b, kh, splits, rows, _ = o_part.shape
-  hp = pl.next_power_of_2(max(head_dim, 16))
-  splits_p2 = pl.next_power_of_2(splits)
-  # <= 8192 f32 per program ([splits_p2, block_r, Hp]) beside rows' own cap
-  block_r = max(1, min(pl.next_power_of_2(rows), 8192 // (splits_p2 * hp)))
-  kernel = functools.partial(_combine_kernel, splits=splits, rows=rows,
-                             block_r=block_r, head_dim=head_dim)
-  return pl.pallas_call(
-      kernel,
-      grid=(pl.cdiv(rows, block_r), b, kh),
-      in_specs=[
-          pl.BlockSpec((None, None, splits, rows, hp),
-                       lambda i, bi, hi: (bi, hi, 0, 0, 0)),
-          pl.BlockSpec((None, None, splits, rows),
-                       lambda i, bi, hi: (bi, hi, 0, 0))],
-      out_specs=[
-          pl.BlockSpec((None, None, block_r, hp), lambda i, bi, hi: (bi, hi, i, 0)),
-          pl.BlockSpec((None, None, block_r), lambda i, bi, hi: (bi, hi, i))],
-      out_shape=[jax.ShapeDtypeStruct((b, kh, rows, head_dim), dtype),
-                 jax.ShapeDtypeStruct((b, kh, rows), jnp.float32)],
-      compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=1),
-      interpret=interpret,
-      name="pallas_flash_decode_combine",
-  )(o_part, lse2_part)
+  tiles.store_rows(o_ref.at[pl.ds(0, cr), :], acc / l_safe[:, None], r0, cr,
+                   rows, head_dim)
+  plgpu.store(lse_ref.at[pl.ds(0, cr)], lse, mask=r0 + jnp.arange(cr) < rows)
 
 
 def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
               *, s: int, page_size: int | None):
-  """Runs the split kernel and the combine; returns (out [B, T, N, H],
-  lse [B, N, T] natural log, +inf on fully masked rows)."""
+  """Runs the split-KV kernel (one launch, merge included); returns (out
+  [B, T, N, H], lse [B, N, T] natural log, +inf on fully masked rows)."""
   b, t, n, h = q.shape
   kh = k.shape[2]
   group = n // kh
@@ -311,58 +329,89 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
   # [B, T, N, H] -> [B, K, T * G, H]: row r = t * G + g of kv head k
   q_rows = q.reshape(b, t, kh, group, h).transpose(0, 2, 1, 3, 4).reshape(
       b, kh, rows, h)
-  length = pl.BlockSpec((None,), lambda i, bi, hi: (bi,))  # one scalar per batch
+  # Grid (row tiles x splits, B, K), CUDA's x axis (program_id(0)) varying
+  # fastest; with ``heads_first`` the kv heads come first, so the K programs
+  # of one (batch, split) start together and read the same [block_k, K, H]
+  # rows of the cache (2 KiB per key for K = 8, d128 bf16) at about the same
+  # time.  ``spec`` takes index maps of (i, bi, hi) either way.
+  if cfg.heads_first:
+    grid = (kh, row_tiles * splits, b)
+    spec = lambda block, f: pl.BlockSpec(block, lambda hi, i, bi: f(i, bi, hi))
+  else:
+    grid = (row_tiles * splits, b, kh)
+    spec = pl.BlockSpec
+  length = spec((None,), lambda i, bi, hi: (bi,))  # one scalar per batch
   if page_size is None:
-    kv_spec = pl.BlockSpec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi, 0))
+    kv_spec = spec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi, 0))
     table_ops, table_specs = [], []
   else:
     pages = k.shape[0]
-    kv_spec = pl.BlockSpec((pages, page_size, None, hp),
-                           lambda i, bi, hi: (0, 0, hi, 0))
+    kv_spec = spec((pages, page_size, None, hp), lambda i, bi, hi: (0, 0, hi, 0))
     table_ops = [table]
-    table_specs = [pl.BlockSpec((None, table.shape[1]), lambda i, bi, hi: (bi, 0))]
+    table_specs = [spec((None, table.shape[1]), lambda i, bi, hi: (bi, 0))]
   kernel = functools.partial(
       _decode_kernel, spec=params.spec, scale=params.scale,
       cap=params.logits_soft_cap, group=group, t=t, s=s, block_r=block_r,
-      block_k=block_k, head_dim=h, splits=splits, page_size=page_size)
-  if page_size is None:  # no table operand: bind the ref to None
-    kernel = _without_table(kernel)
-  part = lambda i: (i // splits, i % splits)
-  # One split: the kernel's normalised output is final (no combine launch).
-  o_part, lse2 = pl.pallas_call(
-      kernel,
-      grid=(row_tiles * splits, b, kh),
+      block_k=block_k, head_dim=h, splits=splits, page_size=page_size,
+      interpret=params.interpret, part_axis=1 if cfg.heads_first else 0)
+  row_tile = lambda i, bi, hi: (bi, hi, i // splits)
+  out_specs = [  # final out [B, K, R, H] and lse [B, K, R]: one row tile
+      spec((None, None, block_r, hp), lambda *g: (*row_tile(*g), 0)),
+      spec((None, None, block_r), row_tile)]
+  out_shape = [jax.ShapeDtypeStruct((b, kh, rows, h), q.dtype),
+               jax.ShapeDtypeStruct((b, kh, rows), jnp.float32)]
+  ticket_ops, ticket_specs, aliases = [], [], {}
+  if splits > 1:
+    # Partials of all splits of a row tile ([splits, block_r, Hp] f32 and
+    # [splits, block_r], padded rows and columns included) and one ticket
+    # counter per (batch, kv head, row tile), zeroed for each call.
+    padded = row_tiles * block_r
+    ticket_spec = spec((None, None, row_tiles), lambda i, bi, hi: (bi, hi, 0))
+    out_specs += [
+        spec((None, None, splits, block_r, hp),
+             lambda i, bi, hi: (bi, hi, 0, i // splits, 0)),
+        spec((None, None, splits, block_r),
+             lambda i, bi, hi: (bi, hi, 0, i // splits)),
+        ticket_spec]
+    out_shape += [
+        jax.ShapeDtypeStruct((b, kh, splits, padded, hp), jnp.float32),
+        jax.ShapeDtypeStruct((b, kh, splits, padded), jnp.float32),
+        jax.ShapeDtypeStruct((b, kh, row_tiles), jnp.int32)]
+    ticket_ops = [jnp.zeros((b, kh, row_tiles), jnp.int32)]
+    ticket_specs = [ticket_spec]
+    aliases = {5 + len(table_ops): 4}
+  out, lse, *_ = pl.pallas_call(
+      _bind_refs(kernel, paged=page_size is not None, split=splits > 1),
+      grid=grid,
       in_specs=[
-          pl.BlockSpec((None, None, rows, hp), lambda i, bi, hi: (bi, hi, 0, 0)),
-          kv_spec, kv_spec, length, length, *table_specs],
-      out_specs=[
-          pl.BlockSpec((None, None, None, block_r, hp),
-                       lambda i, bi, hi: (bi, hi, part(i)[1], part(i)[0], 0)),
-          pl.BlockSpec((None, None, None, block_r),
-                       lambda i, bi, hi: (bi, hi, part(i)[1], part(i)[0])),
-      ],
-      out_shape=[jax.ShapeDtypeStruct((b, kh, splits, rows, h),
-                                      jnp.float32 if splits > 1 else q.dtype),
-                 jax.ShapeDtypeStruct((b, kh, splits, rows), jnp.float32)],
+          spec((None, None, rows, hp), lambda i, bi, hi: (bi, hi, 0, 0)),
+          kv_spec, kv_spec, length, length, *table_specs, *ticket_specs],
+      out_specs=out_specs,
+      out_shape=out_shape,
+      input_output_aliases=aliases,
       compiler_params=plgpu.CompilerParams(num_warps=cfg.num_warps,
                                            num_stages=cfg.num_stages),
       interpret=params.interpret,
       name="pallas_flash_decode" if page_size is None else "pallas_flash_paged_decode",
-  )(q_rows, k, v, arrays.q_len, arrays.kv_len, *table_ops)
-  if splits > 1:
-    out, lse = _combine(o_part, lse2, q.dtype, head_dim=h,
-                        interpret=params.interpret)  # [B, K, R, H], [B, K, R]
-  else:
-    out, lse2 = o_part[:, :, 0], lse2[:, :, 0]
-    lse = jnp.where(lse2 == -jnp.inf, jnp.inf, lse2 * tiles.LN2)
+  )(q_rows, k, v, arrays.q_len, arrays.kv_len, *table_ops, *ticket_ops)
   out = out.reshape(b, kh, t, group, h).transpose(0, 2, 1, 3, 4).reshape(b, t, n, h)
   lse = lse.reshape(b, kh, t, group).transpose(0, 1, 3, 2).reshape(b, n, t)
   return out, lse
 
 
-def _without_table(kernel):
-  def call(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, o_ref, lse_ref):
-    kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, None, o_ref, lse_ref)
+def _bind_refs(kernel, *, paged: bool, split: bool):
+  """Positional refs (inputs: q, k, v, q_len, kv_len[, table][, ticket in];
+  outputs: o, lse[, partial o, partial lse, ticket]) -> ``_decode_kernel``'s,
+  None for the absent ones (the aliased ticket input is not used)."""
+  def call(*refs):
+    q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, *rest = refs
+    table_ref = rest.pop(0) if paged else None
+    if split:
+      _, o_ref, lse_ref, part_o_ref, part_lse_ref, ticket_ref = rest
+    else:
+      (o_ref, lse_ref), part_o_ref, part_lse_ref, ticket_ref = rest, None, None, None
+    kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, table_ref, o_ref,
+           lse_ref, part_o_ref, part_lse_ref, ticket_ref)
   return call
 
 

@@ -78,6 +78,12 @@ def check_supported(params: KernelParams, q, k, v) -> None:
         f"mosaic backward takes head_dim={q.shape[-1]} > 128 only with "
         "MosaicBackwardConfig(split_head_dim=True) (the dispatcher falls "
         "back to the triton backward)")
+  if not cfg.deterministic and cfg.block_q_dkv < 64 * cfg.consumers and (
+      hp // cfg.consumers) % 64:
+    raise NotImplementedError(
+        f"MosaicBackwardConfig(deterministic=False) at head_dim={hp} needs "
+        f"block_q_dkv={64 * cfg.consumers} (its dQ share splits by rows) or "
+        "a head dim of 64 columns per consumer")
   if params.interpret and not cfg.deterministic:
     raise NotImplementedError(
         "MosaicBackwardConfig(deterministic=False) adds dQ with TMA "
@@ -136,23 +142,25 @@ def _row_terms(lse2, delta, shape, dim: int, scale: float,
 
 
 def _accumulate(accs, products, interpret: bool):
-  """acc_i += a_i @ b_ref_i for (a_i in registers, b_ref_i in shared memory);
-  ``products`` are callables run in order, each returning (a, b_ref), so a
-  later A operand is computed while the earlier wgmmas are in flight."""
+  """acc_i += sum of a @ b_ref over product_i() for (a in registers or
+  shared memory, b_ref in shared memory); ``products`` are callables run in
+  order, each returning a list of (a, b_ref), so a later A operand is
+  computed while the earlier wgmmas are in flight; all are awaited once."""
   if interpret:
     # GPU interpret mode models neither a register operand of wgmma nor
     # pl.run_state accumulators: the same products as plain dots.
     out = []
     for acc, product in zip(accs, products):
-      a, b_ref = product()
-      out.append(acc + jnp.dot(a, b_ref[...],
-                               preferred_element_type=jnp.float32))
+      for a, b_ref in product():
+        a = a if isinstance(a, jax.Array) else a[...]
+        acc = acc + jnp.dot(a, b_ref[...], preferred_element_type=jnp.float32)
+      out.append(acc)
     return tuple(out)
 
   def body(acc_refs):
     for acc_ref, product in zip(acc_refs, products):
-      a, b_ref = product()
-      plgpu.wgmma(acc_ref, a, b_ref)
+      for a, b_ref in product():
+        plgpu.wgmma(acc_ref, a, b_ref)
   return pl.run_state(body)(tuple(plgpu.ACC.init(a) for a in accs))
 
 
@@ -199,6 +207,7 @@ class _RowTile:
       self.all = [list(zip(blocks, bs)) for blocks, bs in zip(smems, bars)]
       own = [blocks[w] for blocks in self.all]
     else:  # this consumer's own tile only
+      w = lax.axis_index("wg")  # (traced even where the role branch is not)
       self.all = [[(ref.at[w], bar.at[w])] for ref, bar in zip(smems, bars)]
       own = [blocks[0] for blocks in self.all]
     self.smems = [smem for smem, _ in own]
@@ -317,6 +326,19 @@ class _Exchange:
     pl.when(self.steps > 0)(lambda: self._barrier("wait", d, full=False))
 
 
+def _dq_share(cfg: MosaicBackwardConfig, head_dim: int, w: int):
+  """((rows, cols) slices, shape) of the [block_q_dkv, H] dQ share of a
+  fused (``deterministic=False``) step that consumer w computes: a row block
+  where the query step has 64 rows per consumer, else a column block (64
+  columns at least: one swizzled tile of K)."""
+  bq, c = cfg.block_q_dkv, cfg.consumers
+  if bq >= 64 * c:
+    shape = (bq // c, head_dim)
+    return (pl.ds(w * shape[0], shape[0]), pl.ds(0, head_dim)), shape
+  shape = (bq, head_dim // c)
+  return (pl.ds(0, bq), pl.ds(w * shape[1], shape[1])), shape
+
+
 def _store_rows(acc, smem, dst, dtype):
   """acc -> shared memory (a tile no wgmma reads any more) -> HBM by TMA."""
   smem[...] = acc.astype(dtype)
@@ -350,12 +372,17 @@ def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer):
   documents for ``setmaxnreg`` (the consumers' code is register-allocated
   for 232 registers, the producer's for 40; ptxas's report shows the
   entry's 65536 / 384 = 168).  ``consumer(w)`` gets the traced warpgroup
-  index, or with ``split_head_dim`` a static one (one branch each)."""
+  index, or with ``split_head_dim`` or ``deterministic=False`` (which
+  slice column blocks by w) a static one (one branch each)."""
   c = cfg.consumers
+  # deterministic=False: dK, dV and the dQ share (160 of a consumer's
+  # registers at d128) spill at 232 (428 bytes, run 18), not at 240 with a
+  # 24-register producer (run 20; FA3's split).
+  regs = fwd._REGISTERS[c] if cfg.deterministic else (240, 24)
 
   def consumers():
-    plgpu.set_max_registers(fwd._REGISTERS[c][0], action="increase")
-    if not cfg.split_head_dim:
+    plgpu.set_max_registers(regs[0], action="increase")
+    if cfg.deterministic and not cfg.split_head_dim:
       return consumer(wg)
 
     def branch(w):
@@ -365,7 +392,7 @@ def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer):
     branch(0)
 
   def producers():
-    plgpu.set_max_registers(fwd._REGISTERS[c][1], action="decrease")
+    plgpu.set_max_registers(regs[1], action="decrease")
     producer()
 
   lax.cond(wg == c, producers, consumers)
@@ -393,13 +420,15 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   """One CTA: ``C * block_kv`` key rows of kv head ``heads``; loops over the
   G query heads of the kv head, then the query tiles of the tile table.
 
-  ``cfg.deterministic=False`` (as FA3's backward does): each step also
-  computes this consumer's share of dQ, dS K_c [block_q, H], in
-  ``dq_cols``-column pieces (dS^T goes through shared memory to be the
-  transposed A operand) and adds it to an f32 dQ in HBM with TMA
-  reduce-add: five GEMMs per step instead of the two kernels' seven, but
-  the adds of different CTAs land in any order, so dQ's bits can change run
-  to run."""
+  ``cfg.deterministic=False`` (FA3's backward, Sec. 3.1 of Shah et al.):
+  one kernel, five GEMMs per step instead of the two kernels' seven.  Each
+  consumer stores its dS^T [block_kv, block_q] into the CTA's
+  [C * block_kv, block_q] tile in shared memory (double-buffered by step
+  parity); after the consumers meet, consumer w computes columns
+  w * H / C .. of this step's dQ share over all C * block_kv keys,
+  dS K [block_q, H / C] (32 registers at d128), and adds it to an f32 dQ in
+  HBM with TMA reduce-add.  The adds of different CTAs land in any order,
+  so dQ's bits can change run to run."""
   q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
   fold = alibi and fwd.folds_alibi(scale, cap)
@@ -430,10 +459,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       xchg = _Exchange(extra_smem[0], cfg,
                        interpret_bars[4] if interpret else None,
                        group * n_steps)
-    if fused:
-      ds_smem, dq_smem = extra_smem[0].at[w], extra_smem[1].at[w]
-      dq_width = min(cfg.dq_cols, head_dim)
-      pieces = head_dim // dq_width
+    if fused:  # dS^T of the CTA [2, C * bk, bq]; dQ pieces [C, rows, cols]
+      ds_tiles, dq_smem = extra_smem[0], extra_smem[1].at[w]
+      (dq_rows, dq_cols), dq_shape = _dq_share(cfg, head_dim, w)
     kv.wait()
 
     def iota(dim):
@@ -471,8 +499,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         (dp,) = _scores(((kv.products(1, do_smem), dp_init),), interpret)
         xchg.put(0, first, dp)
         p, ds = xchg.take(1, interpret)
-        dv, dk = _accumulate((dv, dk), (lambda: (p, kv.narrow(do_smem)),
-                                        lambda: (ds, kv.narrow(q_smem))),
+        dv, dk = _accumulate((dv, dk), (lambda: [(p, kv.narrow(do_smem))],
+                                        lambda: [(ds, kv.narrow(q_smem))]),
                              interpret)
         xchg.release(1)
         sync.release(0, slot)
@@ -494,41 +522,49 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       # -- P^T (Alg. 2 line 11); lse2 = +inf on fully masked rows gives 0
       p = jnp.exp2(x if lse2 is None else x - lse2)
 
+      parity = lax.rem(g * n_steps + j, 2)
+
       def ds_t():  # computed while the dV wgmma runs
         ds = _ds(p, dp, th).astype(dtype)
-        if fused:  # dS^T for the dQ GEMM's transposed A operand
-          ds_smem[...] = ds
+        if fused:  # this consumer's rows of the dQ GEMM's A operand dS^T
+          # (dK's A operand stays ds in registers: from shared memory it
+          # spilled more, run 19)
+          ds_tiles.at[parity, pl.ds(w * bk, bk)][...] = ds
           plgpu.commit_smem()
-        return ds, kv.narrow(q_smem)
+        return [(ds, kv.narrow(q_smem))]
 
-      products = (lambda: (p.astype(dtype), kv.narrow(do_smem)), ds_t)
+      def dq_share():  # issued behind dV and dK, awaited with them
+        # Both consumers' dS^T rows are stored; the buffer of the other
+        # parity was read by both dQ GEMMs of the previous step.
+        sync.consumers_meet()
+        return [(ds_tiles.at[parity, pl.ds(i * bk, bk), dq_rows].transpose(
+            (1, 0)), k_smems.at[i, :, dq_cols]) for i in range(c)]
+
+      products = (lambda: [(p.astype(dtype), kv.narrow(do_smem))], ds_t)
       if xchg is not None:
         (dp,) = xchg.take(0, interpret)
         p, ds = p.astype(dtype), _ds(p, dp, th).astype(dtype)
         xchg.put(1, first, p, ds)
-        products = (lambda: (p, kv.narrow(do_smem)),
-                    lambda: (ds, kv.narrow(q_smem)))
-      # -- dV += P^T dO, dK += dS^T Q  [bk, H] (split_head_dim: [bk, H / C])
-      dv, dk = _accumulate((dv, dk), products, interpret)
+        products = (lambda: [(p, kv.narrow(do_smem))],
+                    lambda: [(ds, kv.narrow(q_smem))])
+      # -- dV += P^T dO, dK += dS^T Q  [bk, H] (split_head_dim: [bk, H / C]);
+      # deterministic=False: dQ[q rows, cols] = dS K[:, cols] too (its share
+      # of the CTA's dQ, summed over the CTA's C * bk keys)
+      if fused:
+        dq_zeros = plgpu.layout_cast(jnp.zeros(dq_shape, jnp.float32),
+                                     _WGMMA)
+        dv, dk, part = _accumulate((dv, dk, dq_zeros), (*products, dq_share),
+                                   interpret)
+      else:
+        dv, dk = _accumulate((dv, dk), products, interpret)
       sync.release(0, slot)  # the Q and dO slot may be refilled
-      if fused:  # -- dQ[q rows] += dS K_c  [bq, H], dq_cols at a time
-        for d in range(pieces):
-          dq_cols = pl.ds(d * dq_width, dq_width)
-
-          def dq_piece(acc_ref):
-            plgpu.wgmma(acc_ref, ds_smem.transpose((1, 0)),
-                        kv.smems[0].at[:, dq_cols])
-            return acc_ref[...]
-          part = pl.run_scoped(dq_piece,
-                               plgpu.ACC((bq, dq_width), jnp.float32))
-          # The slot's previous reduce (one step ago) has read it.
-          plgpu.wait_smem_to_gmem(pieces - 1, wait_read_only=True)
-          dq_slot = dq_smem.at[d]
-          dq_slot[...] = part
-          plgpu.commit_smem()
-          plgpu.copy_smem_to_gmem(dq_slot,
-                                  dq_acc_ref.at[b, q_rows, n, dq_cols],
-                                  reduction_op="add")
+      if fused:  # -- add the share to the f32 dQ in HBM
+        plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # last step's add
+        dq_smem[...] = part
+        plgpu.commit_smem()
+        rows = pl.ds(qt * bq + dq_rows.start, dq_shape[0])
+        plgpu.copy_smem_to_gmem(dq_smem, dq_acc_ref.at[b, rows, n, dq_cols],
+                                reduction_op="add")
       return dk, dv
 
     def head(g, carry):
@@ -543,6 +579,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     # split_head_dim: by any consumer)
     if xchg is not None:
       xchg.drain(1 - w)
+    if xchg is not None or fused:  # the other consumer may still read K
       sync.consumers_meet()
     kv.store(0, dk * scale, dk_ref, dtype)
     kv.store(1, dv, dv_ref, dtype)
@@ -643,7 +680,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         sync.release(1, slot)  # V read
         xchg.put(0, j == 0, dp)
         (ds,) = xchg.take(1, interpret)
-        (dq,) = _accumulate((dq,), (lambda: (ds, qo.narrow(k_smem)),),
+        (dq,) = _accumulate((dq,), (lambda: [(ds, qo.narrow(k_smem))],),
                             interpret)
         xchg.release(1)
         sync.release(0, slot)  # K read
@@ -664,7 +701,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       if xchg is not None:
         xchg.put(1, j == 0, ds)
       # -- dQ += dS K  [bq, H] (split_head_dim: [bq, H / C])
-      (dq,) = _accumulate((dq,), (lambda: (ds, qo.narrow(k_smem)),),
+      (dq,) = _accumulate((dq,), (lambda: [(ds, qo.narrow(k_smem))],),
                           interpret)
       sync.release(0, slot)  # K read
       return dq
@@ -757,9 +794,8 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   if cfg.split_head_dim:
     smem.append(_Exchange.allocate((bk, bq), q.dtype, with_p=True))
   if not cfg.deterministic:  # dS^T tiles, dQ pieces, f32 dQ in HBM
-    width = min(cfg.dq_cols, hp)
-    smem += [plgpu.SMEM((c, bk, bq), q.dtype, transforms=_TILED),
-             plgpu.SMEM((c, hp // width, bq, width), jnp.float32,
+    smem += [plgpu.SMEM((2, c * bk, bq), q.dtype, transforms=_TILED),
+             plgpu.SMEM((c, *_dq_share(cfg, hp, 0)[1]), jnp.float32,
                         transforms=(plgpu.TilingTransform((8, 32)),
                                     plgpu.SwizzleTransform(128)))]
     dq_acc = jax.new_ref(jnp.zeros((b, tp, n, hp), jnp.float32))

@@ -211,9 +211,8 @@ class MosaicBackwardConfig:
       summed in registers in a fixed order, identical bits run to run.
       False: the dK/dV kernel also adds each step's dQ share to an f32 dQ
       in HBM with TMA reduce-add (five GEMMs per step instead of seven, as
-      FA3's backward), in an order that varies run to run.
-    dq_cols: with deterministic=False, the columns of dQ per wgmma and TMA
-      reduce-add (64 or 128; capped at the head dim).
+      FA3's backward; each consumer adds H / consumers columns of the
+      CTA's share), in an order that varies run to run.
     split_head_dim: the consumers of a CTA share one row tile (dK/dV: of K
       and V; dQ: of Q and dO) and each accumulates 1 / consumers of the head
       dim's columns, recomputing the score tiles (FA3's d256 answer to
@@ -229,7 +228,6 @@ class MosaicBackwardConfig:
   consumers: int = 2
   masked_first: bool = True
   deterministic: bool = True
-  dq_cols: int = 64
   split_head_dim: bool = False
 
   def __post_init__(self):
@@ -241,8 +239,6 @@ class MosaicBackwardConfig:
         raise ValueError(f"{name}={getattr(self, name)} must be 64 or 128")
     if self.consumers != 2:
       raise ValueError(f"consumers={self.consumers} must be 2")
-    if self.dq_cols not in (64, 128):
-      raise ValueError(f"dq_cols={self.dq_cols} must be 64 or 128")
     if self.split_head_dim and not self.deterministic:
       raise ValueError("split_head_dim=True needs deterministic=True (the "
                        "fused dQ kernel holds a whole row tile per consumer)")
@@ -273,9 +269,9 @@ class MosaicBackwardConfig:
       dq_tile = self.block_q_dq * self.block_kv_dq
       smem = max(dkdv * head_dim * itemsize + dkdv_tile * (4 + 2 * itemsize),
                  dq * head_dim * itemsize + dq_tile * (4 + itemsize)) + 1024
-    if not self.deterministic:  # dS^T tiles and f32 dQ pieces
-      smem += c * self.block_q_dkv * (self.block_kv_dkv * itemsize
-                                      + head_dim * 4)
+    if not self.deterministic:  # 2 dS^T tiles of the CTA, f32 dQ pieces
+      smem += self.block_q_dkv * (2 * c * self.block_kv_dkv * itemsize
+                                  + head_dim * 4)
     return smem
 
   @classmethod
