@@ -526,6 +526,7 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (256, False, None, "alibi"),
     (256, True, None, "alibi"),
     (64, False, None, "alibi soft-cap"),
+    (128, False, MosaicBackwardConfig(deterministic=False), "alibi"),
 ]
 
 
