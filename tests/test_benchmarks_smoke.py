@@ -14,7 +14,10 @@ def test_smoke_table(tmp_path):
   rc = run.main(["--smoke", "--impls", "xla", "cudnn", "jax-mgpu", "--workloads",
                  "convention", "padded", "memory", "--seqlens", "128",
                  "--causal", "no", "--memory-seqlens", "128", "256",
-                 "--reps", "2", "--no-plots", "--out", str(out)])
+                 "--reps", "2", "--no-plots", "--out", str(out),
+                 # no 60 s smoke budget: a loaded CI core must not skip the
+                 # memory sweep this test reads
+                 "--time-budget", "1e9"])
   assert rc == 0
   data = json.loads((out / "results.json").read_text())
   assert data["smoke"] is True
