@@ -424,10 +424,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   one kernel, five GEMMs per step instead of the two kernels' seven.  Each
   consumer stores its dS^T [block_kv, block_q] into the CTA's
   [C * block_kv, block_q] tile in shared memory (double-buffered by step
-  parity); after the consumers meet, consumer w computes columns
-  w * H / C .. of this step's dQ share over all C * block_kv keys,
-  dS K [block_q, H / C] (32 registers at d128), and adds it to an f32 dQ in
-  HBM with TMA reduce-add.  The adds of different CTAs land in any order,
+  parity); after the consumers meet, consumer w computes its block of this
+  step's dQ share over all C * block_kv keys (``_dq_share``: columns
+  w * H / C .. at d128, [block_q, H / C], 32 registers; rows with 128-row
+  query steps) and adds it to an f32 dQ in HBM with TMA reduce-add.  The adds of different CTAs land in any order,
   so dQ's bits can change run to run."""
   q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None

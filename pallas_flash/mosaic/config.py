@@ -211,8 +211,9 @@ class MosaicBackwardConfig:
       summed in registers in a fixed order, identical bits run to run.
       False: the dK/dV kernel also adds each step's dQ share to an f32 dQ
       in HBM with TMA reduce-add (five GEMMs per step instead of seven, as
-      FA3's backward; each consumer adds H / consumers columns of the
-      CTA's share), in an order that varies run to run.
+      FA3's backward; each consumer adds a column block of the CTA's
+      share, or a row block where block_q_dkv = 64 * consumers), in an
+      order that varies run to run.
     split_head_dim: the consumers of a CTA share one row tile (dK/dV: of K
       and V; dQ: of Q and dO) and each accumulates 1 / consumers of the head
       dim's columns, recomputing the score tiles (FA3's d256 answer to
