@@ -98,24 +98,47 @@ def check_supported(params: KernelParams, q, k, v) -> None:
 # --------------------------------------------------------------------------
 
 
-def _scores(terms, interpret: bool):
+def _scores(terms, interpret: bool, on_first=None, n_first: int = 1):
   """(init + sum of a @ b over products for each (products, init) in terms)
   in f32, the (a, b) operands in shared memory (``_RowTile.products``), the
-  wgmmas issued back to back and awaited once.  The inits fold the
-  softmax's row terms into the accumulators (``_row_terms``)."""
+  wgmmas issued back to back.  The inits fold the softmax's row terms into
+  the accumulators (``_row_terms``).
+
+  ``on_first(acc)`` -> a tuple of ``n_first`` f32 tiles of the first
+  accumulator's shape: run on it as soon as its wgmmas are done, while the
+  later ones are in flight (FA3 Sec. 3.2's intra-warpgroup overlap, in the backward: P from
+  S while the dP GEMM runs); its tiles replace the first result.  Without
+  it, all are awaited once."""
   def issue(refs):
     for ref, (products, _) in zip(refs, terms):
       for a, b in products:
         plgpu.wgmma(ref, a, b)
 
+  n = len(terms)
   if interpret:  # no pl.run_state accumulators in GPU interpret mode
     def body(*refs):
       issue(refs)
       return tuple(ref[...] for ref in refs)
     outs = pl.run_scoped(body, *(plgpu.ACC(init.shape, jnp.float32)
                                  for _, init in terms))
-    return tuple(out + init for out, (_, init) in zip(outs, terms))
-  return pl.run_state(issue)(tuple(plgpu.ACC.init(init) for _, init in terms))
+    outs = tuple(out + init for out, (_, init) in zip(outs, terms))
+    return outs if on_first is None else (on_first(outs[0]), *outs[1:])
+  accs = tuple(plgpu.ACC.init(init) for _, init in terms)
+  if on_first is None:
+    return pl.run_state(issue)(accs)
+  later = sum(len(products) for products, _ in terms[1:])
+  first_shape = terms[0][1].shape
+
+  def body(refs):
+    acc_refs, out_refs = refs[:n], refs[n:]
+    issue(acc_refs)
+    first = plgpu.wgmma_accumulator_load(acc_refs[0], wait_n=later)
+    for ref, value in zip(out_refs, on_first(first)):
+      ref[...] = value
+
+  zeros = plgpu.layout_cast(jnp.zeros(first_shape, jnp.float32), _WGMMA)
+  _, *rest_and_outs = pl.run_state(body)((*accs, *(zeros,) * n_first))
+  return (tuple(rest_and_outs[n - 1:]), *rest_and_outs[:n - 1])
 
 
 def _row_terms(lse2, delta, shape, dim: int, scale: float,
@@ -490,11 +513,33 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       if s_fold:
         s_init = s_init + ab.k_init(scale * _LOG2E)
       first = None if xchg is None else g * n_steps + j == 0
-      if xchg is None:
-        s, dp = _scores(((kv.products(0, q_smem), s_init),
-                         (kv.products(1, do_smem), dp_init)), interpret)
+
+      def probs(s):  # -> (P^T, the soft-cap's tanh?)
+        x, th, lse2_left = logits(s)
+        if alibi:  # key-major: queries along axis 1
+          x = ab.add_rest(x, 1.0) if fold else x + ab.full()
+        if masked:
+          segs = dense = None
+          if spec.has_segments:
+            segs = lambda: (segment_ids(q_seg_ref, b, q_rows, (bk, bq), 1),
+                            kv_seg)
+          if mask_ref is not None:  # a key-major copy of the dense mask
+            dense = lambda: fwd.dense_tile(mask_ref, b, n,
+                                           pl.ds(kv_base, bk), q_rows)
+          ok = fwd.tile_visible(spec, item, qt * bq + iota(1),
+                                kv_base + iota(0), segs, dense)
+          x = jnp.where(ok, x, masks.MASK_VALUE)
+        # -- P^T (Alg. 2 line 11); lse2 = +inf on fully masked rows gives 0
+        p = jnp.exp2(x if lse2_left is None else x - lse2_left)
+        return (p,) if th is None else (p, th)
+
+      if xchg is None:  # P^T computed while the dP^T wgmma runs
+        p_th, dp = _scores(((kv.products(0, q_smem), s_init),
+                            (kv.products(1, do_smem), dp_init)), interpret,
+                           on_first=probs, n_first=1 if cap is None else 2)
       elif w == 0:  # S^T here, dP^T - delta from consumer 1
         (s,) = _scores(((kv.products(0, q_smem), s_init),), interpret)
+        p_th = probs(s)
       else:  # dP^T - delta to consumer 0; P^T and dS^T back from it
         (dp,) = _scores(((kv.products(1, do_smem), dp_init),), interpret)
         xchg.put(0, first, dp)
@@ -505,22 +550,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         xchg.release(1)
         sync.release(0, slot)
         return dk, dv
-      x, th, lse2 = logits(s)
-      if alibi:  # key-major: queries along axis 1
-        x = ab.add_rest(x, 1.0) if fold else x + ab.full()
-      if masked:
-        segs = dense = None
-        if spec.has_segments:
-          segs = lambda: (segment_ids(q_seg_ref, b, q_rows, (bk, bq), 1),
-                          kv_seg)
-        if mask_ref is not None:  # a key-major copy of the dense mask
-          dense = lambda: fwd.dense_tile(mask_ref, b, n, pl.ds(kv_base, bk),
-                                         q_rows)
-        ok = fwd.tile_visible(spec, item, qt * bq + iota(1),
-                              kv_base + iota(0), segs, dense)
-        x = jnp.where(ok, x, masks.MASK_VALUE)
-      # -- P^T (Alg. 2 line 11); lse2 = +inf on fully masked rows gives 0
-      p = jnp.exp2(x if lse2 is None else x - lse2)
+      p, th = (*p_th, None)[:2]
 
       parity = lax.rem(g * n_steps + j, 2)
 
@@ -669,12 +699,29 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                                  scale, cap)[0] + ab.k_init(scale * _LOG2E))
       plgpu.barrier_wait(k_bars.at[slot])
       plgpu.barrier_wait(v_bars.at[slot])
+
+      def probs(s):  # -> (P, the soft-cap's tanh?)  (Alg. 2 line 11)
+        x, th, lse2 = logits(s)
+        if alibi:
+          x = ab.add_rest(x, 1.0) if fold else x + ab.full()
+        if masked:
+          ok = fwd.query_tile_visible(spec, item, b, n, q_base, ki, (bq, bk),
+                                      q_seg if spec.has_segments else None,
+                                      kv_seg_ref, mask_ref)
+          x = jnp.where(ok, x, masks.MASK_VALUE)
+        p = jnp.exp2(x if lse2 is None else x - lse2)
+        return (p,) if th is None else (p, th)
+
       # -- S = Q K^T and dP - delta = dO V^T - delta  [bq, bk]
-      if xchg is None:
-        s, dp = _scores(((qo.products(0, k_smem), s_init_j),
-                         (qo.products(1, v_smem), dp_init)), interpret)
+      if xchg is None:  # P computed while the dP wgmma runs
+        p_th, dp = _scores(((qo.products(0, k_smem), s_init_j),
+                            (qo.products(1, v_smem), dp_init)), interpret,
+                           on_first=probs, n_first=1 if cap is None else 2)
+        sync.release(1, slot)  # V read
       elif w == 0:  # S here, dP - delta from consumer 1
         (s,) = _scores(((qo.products(0, k_smem), s_init_j),), interpret)
+        sync.release(1, slot)  # V not read here
+        p_th = probs(s)
       else:  # dP - delta to consumer 0; dS back from it
         (dp,) = _scores(((qo.products(1, v_smem), dp_init),), interpret)
         sync.release(1, slot)  # V read
@@ -685,16 +732,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         xchg.release(1)
         sync.release(0, slot)  # K read
         return dq
-      sync.release(1, slot)  # V read
-      x, th, lse2 = logits(s)
-      if alibi:
-        x = ab.add_rest(x, 1.0) if fold else x + ab.full()
-      if masked:
-        ok = fwd.query_tile_visible(spec, item, b, n, q_base, ki, (bq, bk),
-                                    q_seg if spec.has_segments else None,
-                                    kv_seg_ref, mask_ref)
-        x = jnp.where(ok, x, masks.MASK_VALUE)
-      p = jnp.exp2(x if lse2 is None else x - lse2)
+      p, th = (*p_th, None)[:2]
       if xchg is not None:
         (dp,) = xchg.take(0, interpret)
       ds = _ds(p, dp, th).astype(dtype)
