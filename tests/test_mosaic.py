@@ -438,6 +438,21 @@ SLOW_BACKWARD = [
     B("bwd fused dQ softcap dense mask d128", b=2, t=512, s=640, n=2, k=1,
       h=128, soft_cap=20.0, dense_mask="full_empty_row",
       config=MosaicBackwardConfig(deterministic=False)),
+    # One step per CTA (the lagged dQ share only in the tail) and GQA heads
+    # whose steps carry the share across the head loop.
+    B("bwd fused dQ one step, two steps gqa", b=2, t=64, s=200, n=4, k=1,
+      h=128, config=MosaicBackwardConfig(deterministic=False)),
+    # The same kernel with fixed-point (deterministic) dQ adds.
+    B("bwd fused fixed-point gqa causal ragged d128", b=2, t=1000, s=1100,
+      n=4, k=2, h=128, causal=True, bottom_right=True,
+      config=MosaicBackwardConfig(fused=True)),
+    B("bwd fused fixed-point segments d64 lengths", b=2, t=1024, s=1024,
+      n=2, k=2, segments=True, q_lengths=(1024, 0),
+      config=MosaicBackwardConfig(block_q_dkv=128, block_kv_dq=128,
+                                  fused=True)),
+    B("bwd fused fixed-point softcap dense mask alibi d128", b=2, t=512,
+      s=640, n=2, k=1, h=128, soft_cap=20.0, dense_mask="full_empty_row",
+      alibi=True, config=MosaicBackwardConfig(fused=True)),
 ]
 
 
@@ -484,6 +499,56 @@ def test_backward_deterministic_and_zero_on_fully_masked_rows():
   assert (dq[1] == 0).all() and (dq[0, 3] == 0).all()
 
 
+@pytest.mark.slow
+def test_fused_fixed_point_backward_is_deterministic():
+  """The fused kernel's fixed-point dQ adds land in any order, yet two runs
+  give identical bits; fully masked rows get dq = 0."""
+  if INTERPRET:
+    pytest.skip("TMA reduce-add: GPU only")
+  for h, cfg in ((128, MosaicBackwardConfig(fused=True)),
+                 (64, MosaicBackwardConfig(block_q_dkv=128, block_kv_dq=128,
+                                           fused=True))):
+    c = B("fused determinism", b=2, t=2048, s=2048, n=4, k=2, h=h,
+          q_lengths=(2048, 0), config=cfg)
+    first = check_gradients(c, "mosaic", seed=5)
+    second = check_gradients(c, "mosaic", seed=5)
+    for a, b in zip(first, second):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert (np.asarray(first[0], np.float32)[1] == 0).all()
+
+
+def test_fixed_point_words_are_exact_and_order_free():
+  """``to_fixed`` words of the partial sums of dQ = dS K (one partial per
+  128 keys, as the fused kernel adds them) stay within the bound of
+  ``fixed_point_scale``, sum to the same bits in any order, and give back
+  the f32 sum."""
+  b, t, s, n, kh, h = 1, 64, 1024, 4, 2, 64
+  keys = jax.random.split(jax.random.key(3), 4)
+  q, do = (jax.random.normal(x, (b, t, n, h), jnp.float32) * 3
+           for x in keys[:2])
+  k, v = (jax.random.normal(x, (b, s, kh, h), jnp.float32) for x in keys[2:])
+  kr, vr = (jnp.repeat(x, n // kh, axis=2) for x in (k, v))
+  p = jax.nn.softmax(jnp.einsum("btnh,bsnh->bnts", q, kr), axis=-1)
+  dp = jnp.einsum("btnh,bsnh->bnts", do, vr)
+  delta = jnp.sum(p * dp, -1)  # rowsum(dO * O)
+  ds = p * (dp - delta[..., None])
+  partials = jnp.einsum("bnts,bsnh->bntsh", ds, kr).reshape(
+      b, n, t, s // 128, 128, h).sum(4)  # [B, N, T, tiles, H]
+  f = mosaic_backward.fixed_point_scale(do, delta, k, v, n // kh)
+  scaled = partials * f[..., None, None]
+  assert float(jnp.max(jnp.abs(scaled))) < 2.0 ** 45
+  assert float(jnp.max(jnp.abs(scaled))) > 2.0 ** 30  # bits not wasted
+  hi, lo = mosaic_backward.to_fixed(partials, f[..., None, None])
+  order = np.random.default_rng(0).permutation(s // 128)
+  sums = [(hi.sum(3), lo.sum(3)), (hi[:, :, :, order].sum(3),
+                                   lo[:, :, :, order].sum(3))]
+  for x, y in zip(*sums):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+  dq = mosaic_backward.from_fixed(*sums[0], f[..., None])
+  np.testing.assert_allclose(dq, partials.sum(3), rtol=1e-5,
+                             atol=1e-6 * float(jnp.max(jnp.abs(dq))))
+
+
 def test_backward_head_dim_256_needs_split_head_dim():
   q = jnp.zeros((1, 128, 1, 256), jnp.bfloat16)
   mosaic_backward.check_supported(_params(), q, q, q)  # the default splits
@@ -501,6 +566,12 @@ def test_bad_backward_config():
     MosaicBackwardConfig(num_stages=1)
   with pytest.raises(ValueError, match="split_head_dim"):
     MosaicBackwardConfig(split_head_dim=True, deterministic=False)
+  with pytest.raises(ValueError, match="num_stages=3 must be 2"):
+    MosaicBackwardConfig(num_stages=3, deterministic=False)
+  with pytest.raises(ValueError, match="num_stages=3 must be 2"):
+    MosaicBackwardConfig(num_stages=3, fused=True)
+  with pytest.raises(ValueError, match="needs fused=False"):
+    MosaicBackwardConfig(split_head_dim=True, fused=True)
   for h in (64, 128, 256):
     for causal in (False, True):
       cfg = MosaicBackwardConfig.default(h, causal)

@@ -8,7 +8,8 @@ FlashAttention-2 Alg. 2 with the warp-specialised structure of the forward
 into a ``num_stages``-deep shared-memory ring, C consumer warpgroups run the
 GEMMs on the tensor cores (wgmma, f32 accumulators).  Two kernels, so that
 every gradient is summed in registers in a fixed order (bitwise
-deterministic, no atomics):
+deterministic, no atomics), or with ``fused`` one (``_DsTiles``,
+``to_fixed``):
 
 * **dK/dV** (grid (K, kv tiles, B)): a CTA holds ``C * block_kv`` rows of K
   and V of one kv head (each consumer ``block_kv`` of them, loaded once) and
@@ -78,16 +79,21 @@ def check_supported(params: KernelParams, q, k, v) -> None:
         f"mosaic backward takes head_dim={q.shape[-1]} > 128 only with "
         "MosaicBackwardConfig(split_head_dim=True) (the dispatcher falls "
         "back to the triton backward)")
-  if not cfg.deterministic and cfg.block_q_dkv < 64 * cfg.consumers and (
+  if cfg.one_kernel and cfg.block_q_dkv < 64 * cfg.consumers and (
       hp // cfg.consumers) % 64:
     raise NotImplementedError(
-        f"MosaicBackwardConfig(deterministic=False) at head_dim={hp} needs "
+        f"the fused MosaicBackwardConfig at head_dim={hp} needs "
         f"block_q_dkv={64 * cfg.consumers} (its dQ share splits by rows) or "
         "a head dim of 64 columns per consumer")
-  if params.interpret and not cfg.deterministic:
+  if params.interpret and cfg.one_kernel:
     raise NotImplementedError(
-        "MosaicBackwardConfig(deterministic=False) adds dQ with TMA "
-        "reduce-add, which Mosaic GPU interpret mode does not simulate")
+        "the fused MosaicBackwardConfig adds dQ with TMA reduce-add, which "
+        "Mosaic GPU interpret mode does not simulate")
+  kv_tiles = -(-k.shape[1] // (cfg.consumers * cfg.block_kv_dkv))
+  if cfg.one_kernel and cfg.deterministic and kv_tiles > _MAX_FIXED_ADDS:
+    raise NotImplementedError(
+        f"the fused deterministic backward adds at most {_MAX_FIXED_ADDS} "
+        f"fixed-point partials per dQ row (key length {k.shape[1]})")
   if cfg.smem_bytes(hp) > 227 * 1024:
     raise NotImplementedError(f"{cfg} needs {cfg.smem_bytes(hp)} bytes of "
                               f"shared memory at head_dim={hp}")
@@ -349,9 +355,110 @@ class _Exchange:
     pl.when(self.steps > 0)(lambda: self._barrier("wait", d, full=False))
 
 
+class _DsTiles:
+  """The fused kernel's (``cfg.one_kernel``) dS^T in shared memory, [2, C * bk,
+  bq] (consumer w's rows w * bk .., two buffers by step parity), the A
+  operand of the dQ GEMM (dQ = dS K over all C * bk keys of the CTA).
+
+  The dQ share of step i is issued at step i + 1, behind that step's dV and
+  dK GEMMs (a one-step lag), so a consumer waits only for the other
+  consumers' previous step, never for their current one: no meeting per
+  step keeps the consumers' softmax phases together, and one can run up to
+  a step ahead.  Named barriers (ids after ``forward._Sync``'s consumer
+  turns and Q / dO slot releases; its V-slot ids are unused by this
+  kernel), per owner o and parity p, each of C warpgroups' threads:
+  full(o, p): o stored its rows of buffer p (``bar.arrive`` by o,
+  ``bar.sync`` by every other consumer); free(o, p): every other
+  consumer's dQ GEMM that read them is done (the reverse).
+  """
+
+  def __init__(self, ref, cfg: MosaicBackwardConfig, w: int):
+    self.ref, self.w, self.c = ref, w, cfg.consumers
+    self.first_id = fwd._BAR_TURN + cfg.consumers + cfg.num_stages
+    assert self.first_id + 4 * self.c <= 16, cfg  # (config: num_stages=2)
+    self.others = [o for o in range(self.c) if o != w]
+
+  def _bar(self, op: str, owner: int, parity, free: bool):
+    fwd._named_barrier(op, self.first_id + 2 * (2 * owner + free) + parity,
+                       self.c * fwd._WG_THREADS)
+
+  def put(self, i, parity, ds_t):
+    """Store this consumer's dS^T rows of step i (once the others' dQ GEMMs
+    of step i - 2 have read the buffer) and tell the others."""
+    pl.when(i >= 2)(lambda: self._bar("sync", self.w, parity, True))
+    self.ref.at[parity, pl.ds(self.w * ds_t.shape[0], ds_t.shape[0])][
+        ...] = ds_t
+    plgpu.commit_smem()  # read by wgmma (the async proxy)
+    self._bar("arrive", self.w, parity, False)
+
+  def operands(self, parity, bk: int, rows, cols, k_smems, stored=True):
+    """(A, B) of dQ[rows, cols] = dS K[:, cols] over the CTA's keys, once
+    the others' rows of buffer ``parity`` are stored (where ``stored``:
+    step 0 has no previous step to wait for)."""
+    for o in self.others:
+      pl.when(stored)(lambda o=o: self._bar("sync", o, parity, False))
+    return [(self.ref.at[parity, pl.ds(o * bk, bk), rows].transpose((1, 0)),
+             k_smems.at[o, :, cols]) for o in range(self.c)]
+
+  def release(self, parity):
+    """This consumer's dQ GEMM has read the others' rows of buffer parity."""
+    for o in self.others:
+      self._bar("arrive", o, parity, True)
+
+  def drain(self, total):
+    """After the last of ``total`` steps (whose dQ share was issued without
+    a release): take the others' last release of this consumer's rows, so
+    no barrier is left mid-phase when the CTA exits."""
+    pl.when(total >= 2)(
+        lambda: self._bar("sync", self.w, lax.rem(total - 2, 2), True))
+
+
+# Fixed-point dQ of the deterministic fused kernel: a row's partials times
+# a power of two F stay below 2^_FIXED_BITS; each is added as two int32
+# words, hi = trunc(x / 2^16) and lo = x - hi 2^16 (|lo| < 2^16), so the
+# lo sums stay in range for up to 2^15 partials.
+_FIXED_BITS, _FIXED_LO = 45, 16
+_MAX_FIXED_ADDS = 2 ** 15
+
+
+def fixed_point_scale(d_out, delta, k, v, group: int):
+  """[B, N, T] f32 powers of two F: F times any partial sum over keys of a
+  row of dQ = dS K (Alg. 2 line 15, before the softmax scale) is below
+  2^45.  Bound: |sum_{j in J} dS_ij K_j| <= max|K| sum_j |dS_ij|, and
+  sum_j |dS_ij| = sum_j P_ij |dP_ij - delta_i| (a soft-cap's factor is
+  <= 1) <= ||dO_i|| max_j ||V_j|| + |delta_i| since P_i is a distribution;
+  2x slack for dS's bf16 rounding.  K, V: [B, S, K, H]; d_out [B, T, N, H];
+  delta [B, N, T]."""
+  f32 = jnp.float32
+  k_max = jnp.max(jnp.abs(k.astype(f32)), axis=(1, 3))  # [B, K]
+  v_max = jnp.sqrt(jnp.max(jnp.sum(jnp.square(v.astype(f32)), -1), 1))
+  rep = lambda x: jnp.repeat(x, group, axis=1)[:, :, None]  # [B, N, 1]
+  do_norm = jnp.sqrt(jnp.sum(jnp.square(d_out.astype(f32)), -1))  # [B, T, N]
+  bound = (do_norm.transpose(0, 2, 1) * rep(v_max) + jnp.abs(delta)) * rep(
+      k_max) * 2.0
+  exp = _FIXED_BITS - jnp.ceil(jnp.log2(jnp.maximum(bound, 1e-30)))
+  return jnp.exp2(jnp.clip(exp, -120.0, 100.0))
+
+
+def to_fixed(part, scale):
+  """(hi, lo) int32 words of part * scale (exact: hi * 2^16 + lo equals it
+  up to lo's dropped fraction, below one unit); ``scale`` broadcast to
+  part's shape, a power of two."""
+  x = part * scale
+  hi = (x * 2.0 ** -_FIXED_LO).astype(jnp.int32)  # truncated: exact in f32
+  lo = (x - hi.astype(jnp.float32) * 2.0 ** _FIXED_LO).astype(jnp.int32)
+  return hi, lo
+
+
+def from_fixed(hi, lo, scale):
+  """Sums of ``to_fixed`` words -> f32 values."""
+  f32 = jnp.float32
+  return (hi.astype(f32) * 2.0 ** _FIXED_LO + lo.astype(f32)) / scale
+
+
 def _dq_share(cfg: MosaicBackwardConfig, head_dim: int, w: int):
   """((rows, cols) slices, shape) of the [block_q_dkv, H] dQ share of a
-  fused (``deterministic=False``) step that consumer w computes: a row block
+  fused (``cfg.one_kernel``) step that consumer w computes: a row block
   where the query step has 64 rows per consumer, else a column block (64
   columns at least: one swizzled tile of K)."""
   bq, c = cfg.block_q_dkv, cfg.consumers
@@ -395,17 +502,17 @@ def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer):
   documents for ``setmaxnreg`` (the consumers' code is register-allocated
   for 232 registers, the producer's for 40; ptxas's report shows the
   entry's 65536 / 384 = 168).  ``consumer(w)`` gets the traced warpgroup
-  index, or with ``split_head_dim`` or ``deterministic=False`` (which
-  slice column blocks by w) a static one (one branch each)."""
+  index, or with ``split_head_dim`` or the fused kernel (which slice
+  column blocks by w) a static one (one branch each)."""
   c = cfg.consumers
-  # deterministic=False: dK, dV and the dQ share (160 of a consumer's
+  # Fused: dK, dV and the dQ share (160 of a consumer's
   # registers at d128) spill at 232 (428 bytes, run 18), not at 240 with a
   # 24-register producer (run 20; FA3's split).
-  regs = fwd._REGISTERS[c] if cfg.deterministic else (240, 24)
+  regs = (240, 24) if cfg.one_kernel else fwd._REGISTERS[c]
 
   def consumers():
     plgpu.set_max_registers(regs[0], action="increase")
-    if cfg.deterministic and not cfg.split_head_dim:
+    if not cfg.one_kernel and not cfg.split_head_dim:
       return consumer(wg)
 
     def branch(w):
@@ -443,20 +550,23 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   """One CTA: ``C * block_kv`` key rows of kv head ``heads``; loops over the
   G query heads of the kv head, then the query tiles of the tile table.
 
-  ``cfg.deterministic=False`` (FA3's backward, Sec. 3.1 of Shah et al.):
-  one kernel, five GEMMs per step instead of the two kernels' seven.  Each
+  ``cfg.one_kernel`` (FA3's backward, Sec. 3.1 of Shah et al.): one
+  kernel, five GEMMs per step instead of the two kernels' seven.  Each
   consumer stores its dS^T [block_kv, block_q] into the CTA's
-  [C * block_kv, block_q] tile in shared memory (double-buffered by step
-  parity); after the consumers meet, consumer w computes its block of this
-  step's dQ share over all C * block_kv keys (``_dq_share``: columns
-  w * H / C .. at d128, [block_q, H / C], 32 registers; rows with 128-row
-  query steps) and adds it to an f32 dQ in HBM with TMA reduce-add.  The adds of different CTAs land in any order,
-  so dQ's bits can change run to run."""
+  [C * block_kv, block_q] tile in shared memory (``_DsTiles``); one step
+  later consumer w computes its block of that step's dQ share over all
+  C * block_kv keys (``_dq_share``: columns w * H / C .. at d128,
+  [block_q, H / C], 32 registers; rows with 128-row query steps) and adds
+  it to dQ in HBM with TMA reduce-add.  The adds of different CTAs land in
+  any order: as f32 (``deterministic=False``) dQ's bits can change run to
+  run; as fixed-point int32 words (``to_fixed``) they cannot."""
   q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
   fold = alibi and fwd.folds_alibi(scale, cap)
-  fused = not cfg.deterministic  # dQ by TMA reduce-add into refs[0] (f32)
-  dq_acc_ref = refs.pop(0) if fused else None
+  fused = cfg.one_kernel  # dQ by TMA reduce-add into refs' dQ words
+  fixed = fused and cfg.deterministic  # (fixed point: F [B, N, T], hi, lo)
+  f_ref = refs.pop(0) if fixed else None
+  dq_word_refs = [refs.pop(0) for _ in range((1 + fixed) * fused)]
   dk_ref, dv_ref, smem, barriers = refs
   k_smems, v_smems, q_smems, do_smems, *extra_smem = smem
   k_bars, v_bars, q_bars, do_bars, *interpret_bars = barriers
@@ -483,15 +593,35 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                        interpret_bars[4] if interpret else None,
                        group * n_steps)
     if fused:  # dS^T of the CTA [2, C * bk, bq]; dQ pieces [C, rows, cols]
-      ds_tiles, dq_smem = extra_smem[0], extra_smem[1].at[w]
+      ds_tiles = _DsTiles(extra_smem[0], cfg, w)
+      dq_smems = [ref.at[w] for ref in extra_smem[1:]]
       (dq_rows, dq_cols), dq_shape = _dq_share(cfg, head_dim, w)
+      dq_zeros = plgpu.layout_cast(jnp.zeros(dq_shape, jnp.float32), _WGMMA)
+
+      def add_dq(part, prev):
+        """TMA reduce-add of a dQ share into dQ in HBM (f32, or fixed-point
+        words) at the query tile and head ``prev`` of its step."""
+        tile, head = prev
+        rows = pl.ds(tile * bq + dq_rows.start, dq_shape[0])
+        words = (part,)
+        if fixed:
+          f = plgpu.load(f_ref.at[b, head, rows], layout=_ROW,
+                         optimized=False)
+          words = to_fixed(part, lax.broadcast_in_dim(f, dq_shape, [0]))
+        plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last adds read
+        for smem, word in zip(dq_smems, words):
+          smem[...] = word
+        plgpu.commit_smem()
+        for smem, ref in zip(dq_smems, dq_word_refs):
+          plgpu.copy_smem_to_gmem(smem, ref.at[b, rows, head, dq_cols],
+                                  reduction_op="add")
     kv.wait()
 
     def iota(dim):
       return plgpu.broadcasted_iota(jnp.int32, (bk, bq), dim, layout=_WGMMA)
 
     def step(j, carry, *, g, masked: bool):
-      dk, dv = carry
+      dk, dv, *prev = carry  # fused: (query tile, head) of step i - 1
       slot = lax.rem(g * n_steps + j, stages)
       n = kvh * group + g
       qt = item.tile_of(j)
@@ -552,23 +682,21 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         return dk, dv
       p, th = (*p_th, None)[:2]
 
-      parity = lax.rem(g * n_steps + j, 2)
+      i = g * n_steps + j  # the CTA's step
+      parity = lax.rem(i, 2)
 
       def ds_t():  # computed while the dV wgmma runs
         ds = _ds(p, dp, th).astype(dtype)
         if fused:  # this consumer's rows of the dQ GEMM's A operand dS^T
           # (dK's A operand stays ds in registers: from shared memory it
           # spilled more, run 19)
-          ds_tiles.at[parity, pl.ds(w * bk, bk)][...] = ds
-          plgpu.commit_smem()
+          ds_tiles.put(i, parity, ds)
         return [(ds, kv.narrow(q_smem))]
 
-      def dq_share():  # issued behind dV and dK, awaited with them
-        # Both consumers' dS^T rows are stored; the buffer of the other
-        # parity was read by both dQ GEMMs of the previous step.
-        sync.consumers_meet()
-        return [(ds_tiles.at[parity, pl.ds(i * bk, bk), dq_rows].transpose(
-            (1, 0)), k_smems.at[i, :, dq_cols]) for i in range(c)]
+      def dq_share():  # step i - 1's, issued behind dV and dK (step 0: a
+        # product of an unwritten buffer, never added)
+        return ds_tiles.operands(1 - parity, bk, dq_rows, dq_cols, k_smems,
+                                 stored=i >= 1)
 
       products = (lambda: [(p.astype(dtype), kv.narrow(do_smem))], ds_t)
       if xchg is not None:
@@ -578,33 +706,38 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         products = (lambda: [(p, kv.narrow(do_smem))],
                     lambda: [(ds, kv.narrow(q_smem))])
       # -- dV += P^T dO, dK += dS^T Q  [bk, H] (split_head_dim: [bk, H / C]);
-      # deterministic=False: dQ[q rows, cols] = dS K[:, cols] too (its share
+      # fused: dQ[q rows, cols] = dS K[:, cols] too (its share
       # of the CTA's dQ, summed over the CTA's C * bk keys)
-      if fused:
-        dq_zeros = plgpu.layout_cast(jnp.zeros(dq_shape, jnp.float32),
-                                     _WGMMA)
-        dv, dk, part = _accumulate((dv, dk, dq_zeros), (*products, dq_share),
-                                   interpret)
-      else:
+      if not fused:
         dv, dk = _accumulate((dv, dk), products, interpret)
-      sync.release(0, slot)  # the Q and dO slot may be refilled
-      if fused:  # -- add the share to the f32 dQ in HBM
-        plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # last step's add
-        dq_smem[...] = part
-        plgpu.commit_smem()
-        rows = pl.ds(qt * bq + dq_rows.start, dq_shape[0])
-        plgpu.copy_smem_to_gmem(dq_smem, dq_acc_ref.at[b, rows, n, dq_cols],
-                                reduction_op="add")
-      return dk, dv
+        sync.release(0, slot)  # the Q and dO slot may be refilled
+        return dk, dv
+      dv, dk, part = _accumulate((dv, dk, dq_zeros), (*products, dq_share),
+                                 interpret)
+      sync.release(0, slot)
+      # -- add step i - 1's share to the f32 dQ in HBM
+      pl.when(i >= 1)(lambda: ds_tiles.release(1 - parity))
+      pl.when(i >= 1)(lambda: add_dq(part, prev))
+      return dk, dv, qt, n
 
     def head(g, carry):
       return fwd.run_steps(item, functools.partial(step, g=g), carry)
 
-    carry = (zeros, zeros)
+    carry = (zeros, zeros, *((jnp.int32(0),) * 2 if fused else ()))
     if group == 1:
-      dk, dv = head(0, carry)
+      dk, dv, *last = head(0, carry)
     else:
-      dk, dv = lax.fori_loop(0, group, head, carry)
+      dk, dv, *last = lax.fori_loop(0, group, head, carry)
+    if fused:  # -- the last step's dQ share
+      total = group * n_steps
+
+      @pl.when(total > 0)
+      def _():
+        parity = lax.rem(total - 1, 2)
+        (part,) = _accumulate((dq_zeros,), (lambda: ds_tiles.operands(
+            parity, bk, dq_rows, dq_cols, k_smems),), interpret)
+        add_dq(part, last)
+        ds_tiles.drain(total)
     # -- epilogue: K and V are no longer read (every wgmma was awaited;
     # split_head_dim: by any consumer)
     if xchg is not None:
@@ -831,13 +964,19 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   operands = [q, k, v, do, lse2, delta, kv_table, *mask_t]
   if cfg.split_head_dim:
     smem.append(_Exchange.allocate((bk, bq), q.dtype, with_p=True))
-  if not cfg.deterministic:  # dS^T tiles, dQ pieces, f32 dQ in HBM
+  if cfg.one_kernel:  # dS^T tiles; dQ pieces and dQ in HBM: f32 or the
+    # int32 words of fixed point
+    words = ((jnp.int32,) * 2) if cfg.deterministic else (jnp.float32,)
     smem += [plgpu.SMEM((2, c * bk, bq), q.dtype, transforms=_TILED),
-             plgpu.SMEM((c, *_dq_share(cfg, hp, 0)[1]), jnp.float32,
-                        transforms=(plgpu.TilingTransform((8, 32)),
-                                    plgpu.SwizzleTransform(128)))]
-    dq_acc = jax.new_ref(jnp.zeros((b, tp, n, hp), jnp.float32))
-    operands.append(dq_acc)
+             *(plgpu.SMEM((c, *_dq_share(cfg, hp, 0)[1]), dt,
+                          transforms=(plgpu.TilingTransform((8, 32)),
+                                      plgpu.SwizzleTransform(128)))
+               for dt in words)]
+    if cfg.deterministic:
+      f_scale = fixed_point_scale(do, delta, k, v, group)
+      operands.append(f_scale)
+    dq_words = [jax.new_ref(jnp.zeros((b, tp, n, hp), dt)) for dt in words]
+    operands += dq_words
   dk, dv = _launch(
       functools.partial(_dkdv_kernel, **common), "pallas_flash_mosaic_dkdv",
       operands,
@@ -848,8 +987,13 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
                 plgpu.Barrier(num_barriers=stages),
                 plgpu.Barrier(num_barriers=stages), *interp),
       interpret=params.interpret)
-  if not cfg.deterministic:
-    dq = (dq_acc[...] * params.scale).astype(q.dtype)
+  if cfg.one_kernel:
+    dq = [ref[...] for ref in dq_words]
+    if cfg.deterministic:
+      dq = from_fixed(*dq, f_scale.transpose(0, 2, 1)[..., None])
+    else:
+      (dq,) = dq
+    dq = (dq * params.scale).astype(q.dtype)
     return dq[:, :t, :, :h], dk[:, :s, :, :h], dv[:, :s, :, :h]
 
   # dQ: the q tiles of a head launched together.

@@ -207,13 +207,18 @@ class MosaicBackwardConfig:
     num_stages: depth of both kernels' shared-memory rings.
     consumers: consumer warpgroups per CTA (2).
     masked_first: visit the tiles that need an element-wise mask first.
-    deterministic: True (default): dQ in its own kernel, every gradient
-      summed in registers in a fixed order, identical bits run to run.
-      False: the dK/dV kernel also adds each step's dQ share to an f32 dQ
-      in HBM with TMA reduce-add (five GEMMs per step instead of seven, as
-      FA3's backward; each consumer adds a column block of the CTA's
-      share, or a row block where block_q_dkv = 64 * consumers), in an
-      order that varies run to run.
+    fused: one kernel (five GEMMs per step instead of seven, as FA3's
+      backward): the dK/dV kernel also computes each step's dQ share
+      (each consumer a column block of the CTA's share, or a row block
+      where block_q_dkv = 64 * consumers, one step late) and adds it to dQ
+      in HBM with TMA reduce-add.  With ``deterministic`` the adds are
+      integers (fixed point, two int32 words per element: sums in any
+      order give the same bits); without, f32.  Needs num_stages=2.
+      False: dQ in its own kernel.
+    deterministic: True (default): identical bits run to run (two kernels
+      summing every gradient in registers in a fixed order, or ``fused``
+      with fixed-point adds).  False: the fused kernel with f32 adds, in
+      an order that varies run to run.
     split_head_dim: the consumers of a CTA share one row tile (dK/dV: of K
       and V; dQ: of Q and dO) and each accumulates 1 / consumers of the head
       dim's columns, recomputing the score tiles (FA3's d256 answer to
@@ -230,6 +235,7 @@ class MosaicBackwardConfig:
   masked_first: bool = True
   deterministic: bool = True
   split_head_dim: bool = False
+  fused: bool = False
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):
@@ -243,6 +249,12 @@ class MosaicBackwardConfig:
     if self.split_head_dim and not self.deterministic:
       raise ValueError("split_head_dim=True needs deterministic=True (the "
                        "fused dQ kernel holds a whole row tile per consumer)")
+    if self.one_kernel and self.num_stages > 2:
+      # backward._DsTiles takes 8 named barriers after the Q / dO slots'.
+      raise ValueError(f"num_stages={self.num_stages} must be 2 with "
+                       "fused=True or deterministic=False")
+    if self.split_head_dim and self.fused:
+      raise ValueError("split_head_dim=True needs fused=False")
     if self.split_head_dim and self.num_stages > 3:
       # backward._Exchange takes 4 more named barriers.
       raise ValueError(f"num_stages={self.num_stages} must be <= 3 with "
@@ -252,6 +264,11 @@ class MosaicBackwardConfig:
     if not (isinstance(self.num_stages, int) and 2 <= self.num_stages <= 5):
       raise ValueError(f"num_stages={self.num_stages} must be an int in "
                        "[2, 5]")
+
+  @property
+  def one_kernel(self) -> bool:
+    """The fused kernel (dQ added from the dK/dV kernel)."""
+    return self.fused or not self.deterministic
 
   @property
   def row_tiles(self) -> int:
@@ -270,9 +287,11 @@ class MosaicBackwardConfig:
       dq_tile = self.block_q_dq * self.block_kv_dq
       smem = max(dkdv * head_dim * itemsize + dkdv_tile * (4 + 2 * itemsize),
                  dq * head_dim * itemsize + dq_tile * (4 + itemsize)) + 1024
-    if not self.deterministic:  # 2 dS^T tiles of the CTA, f32 dQ pieces
+    if self.one_kernel:  # 2 dS^T tiles of the CTA; dQ pieces: f32, or 2
+      # int32 words (fixed point)
+      words = 2 if self.deterministic else 1
       smem += self.block_q_dkv * (2 * c * self.block_kv_dkv * itemsize
-                                  + head_dim * 4)
+                                  + head_dim * 4 * words)
     return smem
 
   @classmethod
