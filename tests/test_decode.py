@@ -87,7 +87,7 @@ def test_num_splits_fills_the_gpu():
       -(-2 * kernel.sm_count() // 8))
   assert kernel.num_splits(cfg, programs=8, s=256) == 1  # min_split_keys
   assert kernel.num_splits(DecodeConfig(num_splits=7), programs=1, s=64) == 1
-  assert kernel.num_splits(DecodeConfig(num_splits=99, block_k=16), programs=1,
+  assert kernel.num_splits(DecodeConfig(num_splits=999, block_k=16), programs=1,
                            s=4096) == kernel.MAX_SPLITS
 
 

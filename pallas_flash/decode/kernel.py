@@ -63,7 +63,7 @@ MAX_T = 64
 MIN_S_PER_T = 8
 _INTERPRET_CORES = 8  # SM count assumed off-GPU (interpret mode)
 # The merge holds the log-sum-exps of all splits of its rows in registers.
-MAX_SPLITS = 64
+MAX_SPLITS = 128
 # Shared memory for the pipelined K/V tiles: Triton keeps num_stages - 1
 # buffers of the [block_k, Hp] K and V tiles (bf16 d128, block_k 128,
 # 3 stages: 128 KiB, which ran on the H100).  block_k is halved until the
@@ -90,7 +90,7 @@ class DecodeConfig:
     num_warps, num_stages: launch parameters (stages = Triton's software
       pipelining depth of the K/V loads).
     num_splits: K/V splits per (batch, kv head, row tile), at most
-      ``MAX_SPLITS`` = 64 and one per K/V tile; ``None`` chooses
+      ``MAX_SPLITS`` = 128 and one per K/V tile; ``None`` chooses
       ``ceil(waves * SMs / programs)``, at most one split per
       ``min_split_keys`` keys.
     waves: target programs per SM when ``num_splits`` is None.
@@ -249,9 +249,12 @@ def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, offset_ref,
     plgpu.store(lse_ref, jnp.where(empty, jnp.inf, lse2 * tiles.LN2),
                 mask=r0 + jnp.arange(block_r) < rows)
     return
-  # -- this split's partial [block_r, Hp] f32 and lse2, then a ticket
-  plgpu.store(part_o_ref.at[split], out)
-  plgpu.store(part_lse_ref.at[split], lse2)
+  # -- this split's partial [block_r, Hp] f32 and lse2 (real rows only: one
+  # token of 4 heads writes 4 of the dot's 16 rows, 2 KiB instead of 8 at
+  # d128; the merge reads rows < cr and stores rows < R), then a ticket
+  row_ok = r0 + jnp.arange(block_r) < rows
+  plgpu.store(part_o_ref.at[split], out, mask=row_ok[:, None])
+  plgpu.store(part_lse_ref.at[split], lse2, mask=row_ok)
   if not interpret:  # (interpret mode runs the programs one after another)
     plgpu.debug_barrier()  # every thread's stores precede the ticket
   # acq_rel at GPU scope: releases this program's partial; the last program
@@ -273,7 +276,9 @@ def _merge_splits(part_o_ref, part_lse_ref, o_ref, lse_ref, *, r0, rows: int,
   splits per load (<= 8192 f32 per program); cr = the tile's rows rounded up
   to a power of two (4 for one token of 4 query heads per kv head, not the
   16 of the dot).  Other programs wrote them: their release and this
-  program's acquire (the ticket) order those stores before these loads."""
+  program's acquire (the ticket) order those stores before these loads.
+  In a partly filled last row tile, rows >= R were never written: each row
+  merges on its own and those rows are not stored."""
   cr = min(block_r, pl.next_power_of_2(rows))
   hp = part_o_ref.shape[-1]
   splits_p2 = pl.next_power_of_2(splits)
