@@ -51,17 +51,16 @@ def cfg(**kw) -> DecodeConfig:
 
 # Variants per regime (B1: B x K = 8 programs per split; B32: 256), each
 # list timed with the cell's peers.  The first H200 sweep (results in
-# benchmarks/results/decode_2026-11-23b_h200/sweep/) ran these lists with
-# run 4's default in the first place (cfg() at batch 1, cfg(num_splits=2)
-# at batch 32); the tuned rule now leads each list.
-B1_SHORT = [_D, cfg(), cfg(num_splits=8), cfg(num_splits=32),
-            cfg(num_splits=32, num_stages=2), cfg(num_splits=32, num_warps=8),
-            cfg(num_splits=16, block_k=64), cfg(num_splits=32, block_k=64),
-            cfg(num_splits=64, block_k=64)]
-B1_LONG = [_D, cfg(), cfg(num_splits=64), cfg(num_splits=64, num_stages=2),
-           cfg(num_splits=64, num_warps=8), cfg(num_splits=64, block_k=64),
-           cfg(num_splits=64, block_k=64, num_stages=4), cfg(num_splits=128),
-           cfg(num_splits=128, block_k=64)]
+# benchmarks/results/decode_2026-11-23b_h200/sweep/, configs in its JSON)
+# ran run 4's default in the first place (cfg() at batch 1,
+# cfg(num_splits=2) at batch 32) and other batch-1 variants; the tuned rule
+# now leads each list, and the batch-1 lists hold its neighbours.
+B1_SHORT = [_D, cfg(), cfg(num_splits=16, block_k=64), DecodeConfig(num_splits=8),
+            DecodeConfig(num_splits=32), DecodeConfig(num_stages=2),
+            DecodeConfig(block_k=32)]
+B1_LONG = [_D, cfg(), cfg(num_splits=64), cfg(num_splits=64, block_k=64, num_stages=4),
+           cfg(block_k=64), DecodeConfig(num_warps=8), DecodeConfig(num_splits=24),
+           DecodeConfig(num_splits=48), DecodeConfig(block_k=32)]
 B32 = [_D, cfg(num_splits=2), cfg(num_splits=1), cfg(num_splits=1, num_stages=2),
        cfg(num_splits=1, num_warps=8), cfg(num_splits=1, block_k=64),
        cfg(num_splits=1, block_k=64, num_stages=4), cfg(num_splits=2, block_k=64),

@@ -2,8 +2,9 @@
 # Issue 15, H200, call 2 of 2 (after the sweep of sweep_run.sh and the tuned
 # launch rule): the decode tests (slow GPU-size ones included) and the full
 # decode_bench table (every cell, every peer, per call and in-jit), then, if
-# time is left, the 1:1:4k sweep (tuned rule against run 4's config, loops
-# of 4 and 16 calls per iteration, ours' loop HLO), in <= 270 s.
+# time is left, the batch-1 sweep (1:1:4k, 1:1:128k: the tuned rule against
+# run 4's config and neighbours; 1:1:4k loops of 4 and 16 calls per
+# iteration and ours' loop HLO), in <= 270 s.
 # Run from the repository root:
 #   bash benchmarks/results/decode_2026-11-23b_h200/gpu_run.sh
 # Writes under $OUT (default /tmp/decode_out); prints the tables last.
@@ -29,11 +30,11 @@ echo "bench rc $? ($((SECONDS - T0)) s)"
 
 LEFT=$((265 - (SECONDS - T0)))
 if [ $LEFT -gt 40 ]; then
-  timeout $((LEFT - 5)) python3 -m benchmarks.decode_sweep --cells 1:1:4k \
-    --budget-s $((LEFT - 30)) --out "$OUT/sweep4k" > "$OUT/sweep4k.log" 2>&1
-  echo "sweep 1:1:4k rc $? ($((SECONDS - T0)) s)"
-  rm -f "$OUT/sweep4k/sweep.md" "$OUT/sweep4k/hlo_cudnn_1_1_4k.txt"
-  sed -n '/^| cell/,$p' "$OUT/sweep4k.log"
+  timeout $((LEFT - 5)) python3 -m benchmarks.decode_sweep --cells 1:1:4k,1:1:128k \
+    --budget-s $((LEFT - 30)) --out "$OUT/sweep_b1" > "$OUT/sweep_b1.log" 2>&1
+  echo "sweep b1 rc $? ($((SECONDS - T0)) s)"
+  rm -f "$OUT/sweep_b1/sweep.md" "$OUT/sweep_b1/hlo_cudnn_1_1_4k.txt"
+  sed -n '/^| cell/,$p' "$OUT/sweep_b1.log"
 fi
 
 grep -E "^  [0-9]+:" "$OUT/bench.log" | cut -c1-190
@@ -41,7 +42,7 @@ python3 - "$OUT" <<'PY'
 import json, os, sys
 from benchmarks.decode_bench import hlo_while_loops, table
 out = sys.argv[1]
-hlo = os.path.join(out, "sweep4k", "hlo_ours_1_1_4k.txt")
+hlo = os.path.join(out, "sweep_b1", "hlo_ours_1_1_4k.txt")
 if os.path.exists(hlo):
   print("ours 1:1:4k loop body:", hlo_while_loops(open(hlo).read()))
 path = os.path.join(out, "bench", "decode.json")
