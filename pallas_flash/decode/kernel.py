@@ -160,8 +160,8 @@ def sm_count() -> int:
 
 # The rule of ``launch`` (block_k, stages, splits from B x K x row tiles,
 # S and the SM count), from the in-jit sweep on an H200 (2026-11-23,
-# benchmarks/results/decode_2026-11-23b_h200/sweep/, bf16 N32/K8 d128, time
-# per call / cuDNN's in the same process):
+# benchmarks/results/decode_2026-11-23b_h200/sweep/, bf16 N32/K8 d128, in-jit
+# time per call, ratios to cuDNN in the same process):
 # * few programs (B = 1: 8 < 132 SMs; the splits fill the GPU): block_k 64,
 #   4 stages at the default 33 splits was the fastest variant at 1:1:32k
 #   (43.1 us, 1.08x cuDNN; block_k 128 / 3 stages 46.1) and 1:1:128k (135.0,
@@ -169,15 +169,19 @@ def sm_count() -> int:
 #   us).  More splits were slower: 64 or 128 splits 0.67-0.98x cuDNN at 32k
 #   and 128k.  (Our reading, not measured: by the ``SMEM_BUDGET`` estimate
 #   the tiles take 96 KiB, so two programs fit on an SM and the 264 run in
-#   one wave; block_k 128 with 3 stages takes 128 KiB, one per SM.)  1:1:4k
-#   with 4 stages (16 splits) ran only in the confirmation run.
+#   one wave; block_k 128 with 3 stages takes 128 KiB, one per SM.)  In the
+#   confirmation run (benchmarks/RESULTS.md, decode run 5) the rule read
+#   1.04x / 1.09x / 1.03x the best peer at 1:1:4k / 32k / 128k; its second
+#   sweep had 3 stages 2-4% faster than 4 at 1:1:4k and 1:1:128k (not
+#   adopted: the 32k cell and the table were not run with 3).
 # * programs >= SMs (B = 32: 256): a split only where each gets >= 8192 keys
 #   (``full_grid_split_keys``): at 32:1:4k one split read 1.02-1.05x cuDNN
 #   and two 0.88-0.93x; at 32k two splits (the waves rule) 1.02x on the full
 #   cache and 1.22x ragged against one split's 1.02x and 1.07x; 32:1:128k two
 #   splits 1.02x, one 1.01x.  One split: 2 stages (block_k 128), 130.5 us at
 #   32:1:4k against 133.4 with 3 (and 988 against 988-1000 us at 32:1:32k).
-#   The crossover between 4k and 32k keys was not measured.
+#   The crossover between 4k and 32k keys was not measured; confirmation
+#   run: 1.04x at 32:1:4k, 1.01x / 1.02x at 32k / 128k, 1.17x ragged.
 def num_splits(cfg: DecodeConfig, *, programs: int, s: int) -> int:
   """K/V splits so that ``programs * splits`` fills the GPU ``waves`` times,
   each split ``min_split_keys`` keys or more; when the programs alone cover
