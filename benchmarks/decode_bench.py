@@ -38,13 +38,12 @@ Implementations (each optional; a failure is reported as "did not run"):
   applies no softmax scale, so it gets q pre-scaled by 1/sqrt(H)).
 
 All cells are non-causal (each new token attends the whole cache), as the
-peers without a bottom-right diagonal compute.  ``--sweep`` first times
-``DecodeConfig`` variants of ours on three cells.
+peers without a bottom-right diagonal compute.  ``decode_sweep.py`` times
+``DecodeConfig`` variants of ours against the peers with the same machinery.
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import math
@@ -59,7 +58,7 @@ from jax import lax
 import numpy as np
 
 import pallas_flash as pf
-from pallas_flash.decode import DecodeConfig, paged_attention
+from pallas_flash.decode import paged_attention
 
 N, K, H = 32, 8, 128
 PAGE = 64
@@ -262,18 +261,28 @@ def copies_for(nbytes):
   return max(1, math.ceil(L2_BYTES / max(nbytes, 1)))
 
 
-def bench_cell(label, b, t, s, ragged, names, args, deadline, peak):
-  if time.time() > deadline:  # skip before making the cell's inputs
-    return [dict(cell=label, b=b, t=t, s=s, ragged=ragged, impl=name,
-                 status="not run: time budget") for name in names]
+def rotated_inputs(b, t, s, ragged):
+  """A cell's inputs ``[(q, k, v, lens)]``, the cache copied ``copies_for``
+  times (so that calls cycling the copies read HBM, not L2; one copy where
+  the copies would take > 40% of free memory), and the step's bytes."""
   q, k, v, lens = cell_inputs(b, t, s, ragged)
   nbytes = step_bytes(b, t, s, lens)
   free = _free_bytes()
   copies = copies_for(nbytes)
   if free is not None and copies * 2 * k.nbytes > 0.4 * free:
     copies = 1
-  sets = [(q, k, v, lens)] + [
-      (q, k.copy(), v.copy(), lens) for _ in range(copies - 1)]
+  return [(q, k, v, lens)] + [
+      (q, k.copy(), v.copy(), lens) for _ in range(copies - 1)], nbytes
+
+
+def bench_cell(label, b, t, s, ragged, names, args, deadline, peak):
+  if time.time() > deadline:  # skip before making the cell's inputs
+    return [dict(cell=label, b=b, t=t, s=s, ragged=ragged, impl=name,
+                 status="not run: time budget") for name in names]
+  sets, nbytes = rotated_inputs(b, t, s, ragged)
+  q, k, v, lens = sets[0]
+  copies = len(sets)
+  free = _free_bytes()
   steps = loop_steps(nbytes, peak, args.jit_sample_s, args.jit_max_steps)
   rows = []
   ref = pf.flash_attention(q[:1].astype(jnp.float32), k[:1].astype(jnp.float32),
@@ -384,66 +393,6 @@ def _free_bytes():
     return None
 
 
-# Run 1 (H100, 2026-11-22, before the combine kernel) timed 11 variants on
-# 1:1:128k and 32:1:32k: all within 2.78-2.83 / 2.84-3.02 TB/s except
-# waves=1 at B1 (2.19).  Run 2 (separate combine kernel): block_k 64 best at
-# 1:1:128k (2.88 vs 2.82) and on the ragged cell (2.64 vs 2.60), one split
-# best at 32:1:4k (2.87 vs 2.78).  Run 3 (merge in the split kernel, cells
-# below 1.0x, interleaved per cell): heads_first=True fastest on 32:1:32k and
-# ragged and made the default after it; one split fastest at 32:1:4k.
-SWEEP = [DecodeConfig(),
-         DecodeConfig(num_splits=1),  # no partials, no ticket
-         DecodeConfig(num_splits=4),
-         DecodeConfig(heads_first=False),  # splits on the fastest grid axis
-         DecodeConfig(block_k=64, num_stages=3),
-         DecodeConfig(block_k=64, num_stages=4),
-         DecodeConfig(block_k=256, num_stages=2)]
-
-
-def _config_name(cfg):
-  splits = "auto" if cfg.num_splits is None else cfg.num_splits
-  return (f"bk{cfg.block_k}_w{cfg.num_warps}_st{cfg.num_stages}"
-          f"_waves{cfg.waves}_splits{splits}"
-          + ("_headsfirst" if cfg.heads_first else "_splitsfirst"))
-
-
-def sweep(args, deadline, peak):
-  """``DecodeConfig`` variants of ours (``implementation="triton"``), timed
-  interleaved per cell on the same inputs."""
-  rows = []
-  for label, b, t, s, ragged in [c for c in CELLS
-                                  if c[0] in args.sweep_cells.split(",")]:
-    if time.time() > deadline:
-      break
-    q, k, v, lens = cell_inputs(b, t, s, ragged)
-    nbytes = step_bytes(b, t, s, lens)
-    copies = copies_for(nbytes)
-    sets = [(q, k, v, lens)] + [
-        (q, k.copy(), v.copy(), lens) for _ in range(copies - 1)]
-    entries, names = [], []
-    for cfg in SWEEP:
-      f = jax.jit(lambda q, k, v, lens, cfg=cfg: pf.flash_attention(
-          q, k, v, key_value_seq_lengths=lens, implementation="triton",
-          config=cfg))
-      try:
-        jax.block_until_ready(f(*sets[0]))
-      except Exception as e:
-        rows.append(dict(cell=label, name=_config_name(cfg),
-                         status=f"did not run: {e!r}"[:200]))
-        log(f"  sweep {label:10s} {_config_name(cfg):34s} {rows[-1]['status']}")
-        continue
-      entries.append((f, sets))
-      names.append((cfg, _config_name(cfg)))
-    reps = args.small_reps if copies > 1 else args.reps
-    for (cfg, name), (med, spread) in zip(
-        names, time_bursts(entries, reps, args.sample_s)):
-      rows.append(dict(cell=label, config=dataclasses.asdict(cfg), name=name,
-                       med_s=med, spread=spread, tbs=nbytes / med / 1e12))
-      log(f"  sweep {label:10s} {name:34s} {med * 1e6:9.1f} us "
-          f"{rows[-1]['tbs']:5.2f} TB/s spread {spread:.2f}")
-  return rows
-
-
 IMPLS = ["ours", "ours-paged", "cudnn", "xla", "jax-gqa", "jax-paged"]
 PEERS = ["cudnn", "xla", "jax-gqa", "jax-paged"]
 
@@ -514,8 +463,6 @@ def main(argv=None):
   p.add_argument("--jit-unroll", type=int, default=2,
                  help="in-jit: calls per loop iteration (rounded up to a "
                  "multiple of the rotated copies)")
-  p.add_argument("--sweep", action="store_true")
-  p.add_argument("--sweep-cells", default="1:1:4k,32:1:4k,32:1:32k,32:1:32k ragged")
   args = p.parse_args(argv)
   deadline = time.time() + args.budget_s
   dev = jax.devices()[0]
@@ -531,7 +478,7 @@ def main(argv=None):
   if jax.default_backend() != "gpu":
     log("no GPU: nothing to time")
     return 1
-  results = dict(meta=meta, sweep=[], rows=[])
+  results = dict(meta=meta, rows=[])
 
   def save():
     if args.out:
@@ -552,9 +499,6 @@ def main(argv=None):
   if args.out:
     with open(os.path.join(args.out, "table.md"), "w") as fh:
       fh.write(md + "\n")
-  if args.sweep:  # after the table: it gets what is left of --budget-s
-    results["sweep"] = sweep(args, deadline, peak)
-    save()
   return 0
 
 

@@ -81,14 +81,30 @@ def test_dispatch_takes_decode_for_few_queries(monkeypatch):
   assert "pallas_flash_decode" not in text
 
 
-def test_num_splits_fills_the_gpu():
-  cfg = DecodeConfig()
-  assert kernel.num_splits(cfg, programs=8, s=131072) == pytest.approx(
-      -(-2 * kernel.sm_count() // 8))
-  assert kernel.num_splits(cfg, programs=8, s=256) == 1  # min_split_keys
-  assert kernel.num_splits(DecodeConfig(num_splits=7), programs=1, s=64) == 1
-  assert kernel.num_splits(DecodeConfig(num_splits=99, block_k=16), programs=1,
-                           s=4096) == kernel.MAX_SPLITS
+def test_launch_rule(monkeypatch):
+  """``kernel.launch`` on a 132-SM GPU: the tuned rule (H200 sweep, see
+  ``kernel.num_splits``) from static shapes, and explicit fields kept."""
+  monkeypatch.setattr(kernel, "sm_count", lambda: 132)
+  launch = lambda cfg=DecodeConfig(), **kw: kernel.launch(
+      cfg, **{"head_dim_padded": 128, "itemsize": 2, **kw})
+  got = lambda c: (c.block_k, c.num_stages, c.num_splits)
+  # B = 1, K = 8: 8 programs; splits fill 2 x 132 SMs, >= 256 keys each
+  assert got(launch(programs=8, s=131072)) == (64, 4, 33)
+  assert got(launch(programs=8, s=4096)) == (64, 4, 16)
+  assert got(launch(programs=8, s=256)) == (64, 4, 1)
+  # B = 32, K = 8: 256 programs cover the SMs; splits need >= 8192 keys
+  assert got(launch(programs=256, s=4096)) == (128, 2, 1)
+  assert got(launch(programs=256, s=32768)) == (128, 3, 2)
+  assert got(launch(programs=256, s=131072)) == (128, 3, 2)
+  assert got(launch(programs=256, s=40)) == (64, 2, 1)  # block_k <= pow2(S)
+  # explicit fields win; num_splits at most one per tile and MAX_SPLITS
+  cfg = DecodeConfig(block_k=128, num_stages=3, num_splits=7)
+  assert got(launch(cfg, programs=8, s=64)) == (64, 3, 1)
+  assert got(launch(DecodeConfig(num_splits=999, block_k=16), programs=1,
+                    s=4096))[2] == kernel.MAX_SPLITS
+  # f32 d256: block_k halves until the K/V stages fit SMEM_BUDGET
+  c = launch(programs=8, s=4096, head_dim_padded=256, itemsize=4)
+  assert 6 * c.block_k * 256 * 4 <= kernel.SMEM_BUDGET and c.block_k == 16
 
 
 def _paged_inputs(b, t, n, kh, h, page_size, max_pages, num_pages, dtype, seed=0):

@@ -6,6 +6,7 @@ import time
 
 import jax
 import numpy as np
+import pytest
 
 from benchmarks import decode_bench as db
 
@@ -95,3 +96,33 @@ def test_bench_cell_reports_per_call_and_in_jit(monkeypatch):
   assert "jit_s" not in rows[0] and rows[0]["med_s"] > 0
   md = db.table(rows, 1.0)
   assert "TB/s from the per-call time" in md and "in-jit |" not in md
+
+
+def test_sweep_cell_times_variants_against_peers(monkeypatch, tmp_path):
+  """``decode_sweep.sweep_cell``: each variant checked against the reference,
+  compiled as an in-jit loop and timed with the peers; ratios to the best
+  peer; the HLO of the first variant's and first peer's loops written for
+  the cells asked."""
+  from benchmarks import decode_sweep as ds
+  monkeypatch.setattr(db, "L2_BYTES", 1)  # one copy
+  monkeypatch.setitem(ds.PLAN, "1:1:64", (
+      [ds.DecodeConfig(block_k=16, num_splits=2)], ["xla", "cudnn"]))
+  args = argparse.Namespace(reps=2, small_reps=2, sample_s=0.002,
+                            jit_sample_s=1e-3, jit_max_steps=2, jit_unroll=2,
+                            hlo_cells="1:1:64")
+  rows = ds.sweep_cell("1:1:64", 1, 1, 64, False, args, time.time() + 300,
+                       None, str(tmp_path))
+  assert [r["name"] for r in rows] == ["xla", "cudnn", "block_k=16,num_splits=2"]
+  ok = [r for r in rows if r.get("status") == "ok"]
+  if jax.default_backend() != "gpu":
+    assert rows[1]["status"].startswith("did not run")  # no cuDNN on a CPU
+    assert len(ok) == 2 and rows[0]["vs_best_peer"] == 1.0
+  for r in ok:
+    assert r["rel_err"] < 2e-2 and r["jit_calls"] == 2 and r["jit_finite"]
+  assert rows[2]["config"]["num_splits"] == 2
+  assert rows[2]["vs_best_peer"] == pytest.approx(
+      min(r["jit_s"] for r in ok[:-1]) / rows[2]["jit_s"])
+  for name in ("hlo_ours_1_1_64.txt", "hlo_xla_1_1_64.txt"):
+    assert "HloModule" in (tmp_path / name).read_text()
+  md = ds.table(rows)
+  assert f"| 1:1:64 | block_k=16,num_splits=2 | 2 | {rows[2]['jit_s'] * 1e6:.1f} |" in md

@@ -63,7 +63,7 @@ MAX_T = 64
 MIN_S_PER_T = 8
 _INTERPRET_CORES = 8  # SM count assumed off-GPU (interpret mode)
 # The merge holds the log-sum-exps of all splits of its rows in registers.
-MAX_SPLITS = 64
+MAX_SPLITS = 128
 # Shared memory for the pipelined K/V tiles: Triton keeps num_stages - 1
 # buffers of the [block_k, Hp] K and V tiles (bf16 d128, block_k 128,
 # 3 stages: 128 KiB, which ran on the H100).  block_k is halved until the
@@ -83,18 +83,27 @@ class DecodeConfig:
   Passing one as ``config`` with ``implementation="triton"`` to
   ``flash_attention`` forces the split-KV kernel.
 
+  ``None`` fields are chosen from the static shapes by ``launch`` (the rule
+  tuned on an H200, see there); the lengths are traced, so no choice can
+  depend on them (a ragged batch is launched as a full one).
+
   Attributes:
-    block_k: keys per K/V tile ([block_k, Hp] per load).
+    block_k: keys per K/V tile ([block_k, Hp] per load); None: 64 when the
+      (batch, kv head, row tile) programs number fewer than the SMs, else
+      128.
     block_rows: most query rows (G * T, padded to a power of two >= 16) per
       program; more rows are split into row tiles that each re-read K/V.
     num_warps, num_stages: launch parameters (stages = Triton's software
-      pipelining depth of the K/V loads).
+      pipelining depth of the K/V loads); ``num_stages`` None: 4 with fewer
+      programs than SMs, 2 with one split, else 3.
     num_splits: K/V splits per (batch, kv head, row tile), at most
-      ``MAX_SPLITS`` = 64 and one per K/V tile; ``None`` chooses
+      ``MAX_SPLITS`` = 128 and one per K/V tile; ``None`` chooses
       ``ceil(waves * SMs / programs)``, at most one split per
-      ``min_split_keys`` keys.
+      ``min_split_keys`` keys (``full_grid_split_keys`` when the programs
+      alone already number at least the SMs).
     waves: target programs per SM when ``num_splits`` is None.
-    min_split_keys: fewest keys per split when ``num_splits`` is None.
+    min_split_keys, full_grid_split_keys: fewest keys per split when
+      ``num_splits`` is None (see ``num_splits``).
     heads_first: put the kv heads on the fastest-varying grid axis, so that
       the programs reading the same cache rows (one per kv head) run
       together; off: splits vary fastest.  On by default: in an interleaved
@@ -102,28 +111,30 @@ class DecodeConfig:
       (32:1:32k), 5% (32:1:4k) and 9% (32:1:32k ragged) faster than off.
   """
 
-  block_k: int = 128
+  block_k: int | None = None
   block_rows: int = 64
   num_warps: int = 4
-  num_stages: int = 3
+  num_stages: int | None = None
   num_splits: int | None = None
   waves: int = 2
   min_split_keys: int = 256
+  full_grid_split_keys: int = 8192
   heads_first: bool = True
 
   def __post_init__(self):
     for name in ("block_k", "block_rows"):
-      if not _pow2(getattr(self, name)):
-        raise ValueError(f"{name}={getattr(self, name)} must be a power of two >= 16")
-    for name in ("num_warps", "num_stages", "waves", "min_split_keys"):
       value = getattr(self, name)
+      if not (value is None and name == "block_k") and not _pow2(value):
+        raise ValueError(f"{name}={value} must be a power of two >= 16")
+    for name in ("num_warps", "num_stages", "num_splits", "waves",
+                 "min_split_keys", "full_grid_split_keys"):
+      value = getattr(self, name)
+      if value is None and name in ("num_stages", "num_splits"):
+        continue
       if not (isinstance(value, int) and value >= 1):
         raise ValueError(f"{name}={value!r} must be a positive int")
     if not isinstance(self.heads_first, bool):
       raise ValueError(f"heads_first={self.heads_first!r} must be a bool")
-    if self.num_splits is not None and not (
-        isinstance(self.num_splits, int) and self.num_splits >= 1):
-      raise ValueError(f"num_splits={self.num_splits!r} must be a positive int or None")
 
 
 def suits(t: int, s: int, spec: masks.MaskSpec, score_terms: bool) -> bool:
@@ -147,16 +158,63 @@ def sm_count() -> int:
   return int(getattr(jax.devices()[0], "core_count", 0) or 132)
 
 
+# The rule of ``launch`` (block_k, stages, splits from B x K x row tiles,
+# S and the SM count), from the in-jit sweep on an H200 (2026-11-23,
+# benchmarks/results/decode_2026-11-23b_h200/sweep/, bf16 N32/K8 d128, in-jit
+# time per call, ratios to cuDNN in the same process):
+# * few programs (B = 1: 8 < 132 SMs; the splits fill the GPU): block_k 64,
+#   4 stages at the default 33 splits was the fastest variant at 1:1:32k
+#   (43.1 us, 1.08x cuDNN; block_k 128 / 3 stages 46.1) and 1:1:128k (135.0,
+#   1.04x; 137.1), block_k 64 with 16 splits at 1:1:4k (12.4 against 13.3
+#   us).  More splits were slower: 64 or 128 splits 0.67-0.98x cuDNN at 32k
+#   and 128k.  (Our reading, not measured: by the ``SMEM_BUDGET`` estimate
+#   the tiles take 96 KiB, so two programs fit on an SM and the 264 run in
+#   one wave; block_k 128 with 3 stages takes 128 KiB, one per SM.)  In the
+#   confirmation run (benchmarks/RESULTS.md, decode run 5) the rule read
+#   1.04x / 1.09x / 1.03x the best peer at 1:1:4k / 32k / 128k; its second
+#   sweep had 3 stages 2-4% faster than 4 at 1:1:4k and 1:1:128k (not
+#   adopted: the 32k cell and the table were not run with 3).
+# * programs >= SMs (B = 32: 256): a split only where each gets >= 8192 keys
+#   (``full_grid_split_keys``): at 32:1:4k one split read 1.02-1.05x cuDNN
+#   and two 0.88-0.93x; at 32k two splits (the waves rule) 1.02x on the full
+#   cache and 1.22x ragged against one split's 1.02x and 1.07x; 32:1:128k two
+#   splits 1.02x, one 1.01x.  One split: 2 stages (block_k 128), 130.5 us at
+#   32:1:4k against 133.4 with 3 (and 988 against 988-1000 us at 32:1:32k).
+#   The crossover between 4k and 32k keys was not measured; confirmation
+#   run: 1.04x at 32:1:4k, 1.01x / 1.02x at 32k / 128k, 1.17x ragged.
 def num_splits(cfg: DecodeConfig, *, programs: int, s: int) -> int:
-  """K/V splits so that ``programs * splits`` fills the GPU ``waves`` times."""
+  """K/V splits so that ``programs * splits`` fills the GPU ``waves`` times,
+  each split ``min_split_keys`` keys or more; when the programs alone cover
+  the SMs, splits are only for balance and need ``full_grid_split_keys``
+  keys each.  ``cfg.block_k`` must be set (``launch``)."""
   most = max(1, min(pl.cdiv(s, cfg.block_k), MAX_SPLITS))
   if cfg.num_splits is not None:
     return min(cfg.num_splits, most)
-  want = pl.cdiv(cfg.waves * sm_count(), programs)
-  return max(1, min(want, s // cfg.min_split_keys, most))
+  sms = sm_count()
+  want = pl.cdiv(cfg.waves * sms, programs)
+  floor = cfg.min_split_keys if programs < sms else cfg.full_grid_split_keys
+  return max(1, min(want, s // floor, most))
 
 
-def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, offset_ref,
+def launch(cfg: DecodeConfig, *, programs: int, s: int, head_dim_padded: int,
+           itemsize: int) -> DecodeConfig:
+  """``cfg`` with block_k, num_stages and num_splits set (the tuned rule
+  above where they are None) for ``programs`` = B x K x row tiles (before
+  splitting) over S keys; block_k halved until the pipelined K/V tiles fit
+  ``SMEM_BUDGET`` (and at most S rounded up to a power of two)."""
+  few = programs < sm_count()
+  block_k = max(16, min(cfg.block_k or (64 if few else 128), pl.next_power_of_2(s)))
+  cfg = dataclasses.replace(cfg, block_k=block_k)
+  splits = num_splits(cfg, programs=programs, s=s)
+  stages = cfg.num_stages or (4 if few else 2 if splits == 1 else 3)
+  buffers = 2 * max(stages - 1, 1)  # K and V tiles per stage
+  while block_k > 16 and buffers * block_k * head_dim_padded * itemsize > SMEM_BUDGET:
+    block_k //= 2
+  return dataclasses.replace(cfg, block_k=block_k, num_stages=stages,
+                             num_splits=splits)
+
+
+def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, shift_ref,
                    table_ref, o_ref, lse_ref, part_o_ref, part_lse_ref, ticket_ref, *,
                    spec: masks.MaskSpec, scale: float, cap: float | None,
                    group: int, t: int, s: int, block_r: int, block_k: int,
@@ -169,7 +227,12 @@ def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, offset_ref,
   split = pl.program_id(part_axis) % splits
   r0 = row_tile * block_r
   q = tiles.load_rows(q_ref, r0, block_r, rows, head_dim)  # [block_r, Hp]
-  q_len, kv_len, offset = q_len_ref[()], kv_len_ref[()], offset_ref[()]
+  # The lengths clamped and the diagonal placed here, not by XLA ops around
+  # the call: each such op was one more launch per call (the 1:1:4k loop's
+  # HLO in the sweep had a clamp fusion per call beside the kernel).
+  q_len = jnp.clip(q_len_ref[()], 0, t)
+  kv_len = jnp.clip(kv_len_ref[()], 0, s)
+  offset = masks.diagonal_offset(spec, q_len, kv_len, shift_ref[()])
   t_pos = (r0 + jnp.arange(block_r)) // group  # query token of each row
   t_start = r0 // group
   t_end = jnp.minimum((r0 + block_r - 1) // group + 1, q_len)
@@ -249,9 +312,12 @@ def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, offset_ref,
     plgpu.store(lse_ref, jnp.where(empty, jnp.inf, lse2 * tiles.LN2),
                 mask=r0 + jnp.arange(block_r) < rows)
     return
-  # -- this split's partial [block_r, Hp] f32 and lse2, then a ticket
-  plgpu.store(part_o_ref.at[split], out)
-  plgpu.store(part_lse_ref.at[split], lse2)
+  # -- this split's partial [block_r, Hp] f32 and lse2 (real rows only: one
+  # token of 4 heads writes 4 of the dot's 16 rows, 2 KiB instead of 8 at
+  # d128; the merge reads rows < cr and stores rows < R), then a ticket
+  row_ok = r0 + jnp.arange(block_r) < rows
+  plgpu.store(part_o_ref.at[split], out, mask=row_ok[:, None])
+  plgpu.store(part_lse_ref.at[split], lse2, mask=row_ok)
   if not interpret:  # (interpret mode runs the programs one after another)
     plgpu.debug_barrier()  # every thread's stores precede the ticket
   # acq_rel at GPU scope: releases this program's partial; the last program
@@ -273,7 +339,9 @@ def _merge_splits(part_o_ref, part_lse_ref, o_ref, lse_ref, *, r0, rows: int,
   splits per load (<= 8192 f32 per program); cr = the tile's rows rounded up
   to a power of two (4 for one token of 4 query heads per kv head, not the
   16 of the dot).  Other programs wrote them: their release and this
-  program's acquire (the ticket) order those stores before these loads."""
+  program's acquire (the ticket) order those stores before these loads.
+  In a partly filled last row tile, rows >= R were never written: each row
+  merges on its own and those rows are not stored."""
   cr = min(block_r, pl.next_power_of_2(rows))
   hp = part_o_ref.shape[-1]
   splits_p2 = pl.next_power_of_2(splits)
@@ -316,14 +384,11 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
   rows = t * group
   cfg = params.config or DecodeConfig()
   block_r = max(16, min(cfg.block_rows, pl.next_power_of_2(rows)))
-  block_k = max(16, min(cfg.block_k, pl.next_power_of_2(s)))
   hp = pl.next_power_of_2(max(h, 16))
-  buffers = 2 * max(cfg.num_stages - 1, 1)  # K and V tiles per stage
-  while block_k > 16 and buffers * block_k * hp * q.dtype.itemsize > SMEM_BUDGET:
-    block_k //= 2
-  cfg = dataclasses.replace(cfg, block_k=block_k)
   row_tiles = pl.cdiv(rows, block_r)
-  splits = num_splits(cfg, programs=b * kh * row_tiles, s=s)
+  cfg = launch(cfg, programs=b * kh * row_tiles, s=s, head_dim_padded=hp,
+               itemsize=q.dtype.itemsize)
+  block_k, splits = cfg.block_k, cfg.num_splits
   # [B, T, N, H] -> [B, K, T * G, H]: row r = t * G + g of kv head k
   q_rows = q.reshape(b, t, kh, group, h).transpose(0, 2, 1, 3, 4).reshape(
       b, kh, rows, h)
@@ -339,10 +404,11 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
     grid = (row_tiles * splits, b, kh)
     spec = pl.BlockSpec
   length = spec((None,), lambda i, bi, hi: (bi,))  # one scalar per batch
-  q_len = jnp.clip(arrays.q_len, 0, t).astype(jnp.int32)
-  kv_len = jnp.clip(arrays.kv_len, 0, s).astype(jnp.int32)
-  offset = masks.diagonal_offset(params.spec, q_len, kv_len,
-                                 arrays.diagonal_shift).astype(jnp.int32)
+  # Lengths and shift as given ([B] int32; a constant zero shift when there
+  # is none): the kernel clamps them and places the diagonal.
+  q_len, kv_len = (x.astype(jnp.int32) for x in (arrays.q_len, arrays.kv_len))
+  shift = (jnp.zeros((b,), jnp.int32) if arrays.diagonal_shift is None
+           else arrays.diagonal_shift.astype(jnp.int32))
   if page_size is None:
     kv_spec = spec((None, s, None, hp), lambda i, bi, hi: (bi, 0, hi, 0))
     table_ops, table_specs = [], []
@@ -395,25 +461,25 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
                                            num_stages=cfg.num_stages),
       interpret=params.interpret,
       name="pallas_flash_decode" if page_size is None else "pallas_flash_paged_decode",
-  )(q_rows, k, v, q_len, kv_len, offset, *table_ops, *ticket_ops)
+  )(q_rows, k, v, q_len, kv_len, shift, *table_ops, *ticket_ops)
   out = out.reshape(b, kh, t, group, h).transpose(0, 2, 1, 3, 4).reshape(b, t, n, h)
   lse = lse.reshape(b, kh, t, group).transpose(0, 1, 3, 2).reshape(b, n, t)
   return out, lse
 
 
 def _bind_refs(kernel, *, paged: bool, split: bool):
-  """Positional refs (inputs: q, k, v, q_len, kv_len, offset[, table][,
+  """Positional refs (inputs: q, k, v, q_len, kv_len, shift[, table][,
   ticket in];
   outputs: o, lse[, partial o, partial lse, ticket]) -> ``_decode_kernel``'s,
   None for the absent ones (the aliased ticket input is not used)."""
   def call(*refs):
-    q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, offset_ref, *rest = refs
+    q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, shift_ref, *rest = refs
     table_ref = rest.pop(0) if paged else None
     if split:
       _, o_ref, lse_ref, part_o_ref, part_lse_ref, ticket_ref = rest
     else:
       (o_ref, lse_ref), part_o_ref, part_lse_ref, ticket_ref = rest, None, None, None
-    kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, offset_ref, table_ref,
+    kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, shift_ref, table_ref,
            o_ref, lse_ref, part_o_ref, part_lse_ref, ticket_ref)
   return call
 
