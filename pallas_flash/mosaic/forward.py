@@ -315,13 +315,18 @@ class AlibiTile:
   slope ``slope2`` carries the log2 e, ``alibi_slopes``): queries
   q_start.. along axis ``q_dim`` of the tile, keys k_start.. along the
   other; row and column products on position vectors (``masks.alibi_terms``)
-  relative to axis 0's first position (the first query's diagonal key, or
-  with queries on axis 1 the first key).  Axis 0's vector (2 values per
-  thread in the WGMMA layout) is then the same for every tile of a loop,
-  and axis 1's (16-32 per thread) is computed from the loop's tile start
-  each step: the same vector on every step was hoisted out of the loop and
-  held next to the score and output tiles (ptxas spilled 532 bytes in the
-  causal forward, H100 run 23).
+  relative to the first position along ``fixed_axis`` (the first query's
+  diagonal key on the query axis, the first key on the key axis), whose
+  vector is then the same for every tile of a loop over the other axis.
+  Axis 1's vector has 16-32 values per thread in the WGMMA layout, axis 0's
+  2.  fixed_axis=1 (axis 1's vector the same on every step): the compiler
+  keeps it out of the loop, in registers.  fixed_axis=0: axis 1's vector is
+  recomputed each step from the loop's tile start (an add, a conversion and
+  a multiply per value).  The causal forward takes 0: with 1 ptxas spilled
+  532 bytes there, with 0 144 (d128; the non-causal forward 172 / 224, the
+  dK/dV kernel 196 / 192 causal and 228 / 148 non-causal; H100 ALiBi run A1),
+  and the other kernels, whose ALiBi / no-bias speed fell with 0 (run A1
+  against run 23), take 1.
 
   Where every pair of the tile lies on one side of the diagonal
   (``masks.alibi_side``; under ``causal`` masking every visible pair does)
@@ -335,10 +340,10 @@ class AlibiTile:
   """
 
   def __init__(self, slope2, offset, q_start, k_start, shape, q_dim: int,
-               causal: bool):
+               causal: bool, fixed_axis: int = 1):
     self.slope2, self.shape, self.q_dim = slope2, shape, q_dim
     n_q, n_k = shape[q_dim], shape[1 - q_dim]
-    origin = q_start + offset if q_dim == 0 else k_start
+    origin = q_start + offset if fixed_axis == q_dim else k_start
 
     def rel(start, n, dim):  # start - origin + 0..n-1, the scalar part first
       return (start - origin) + plgpu.broadcasted_iota(
@@ -533,7 +538,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           if not alibi:
             return None
           return AlibiTile(slope2, item.offset, q_base, item.tile_of(j) * bk,
-                           (bq, bk), 0, spec.is_causal)
+                           (bq, bk), 0, spec.is_causal,
+                           fixed_axis=0 if spec.is_causal else 1)
 
         def s_init(ab):  # the S accumulator's init, or None for zeros
           return ab.k_init(scale * _LOG2E) if fold else None
