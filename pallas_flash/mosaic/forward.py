@@ -314,11 +314,19 @@ class AlibiTile:
   """ALiBi (``masks.alibi_bias``) of one score tile in base-2 logits (the
   slope ``slope2`` carries the log2 e, ``alibi_slopes``): queries
   q_start.. along axis ``q_dim`` of the tile, keys k_start.. along the
-  other; row and column products on position vectors (``masks.alibi_terms``
-  relative to the tile's first key, or with queries on axis 1 to the first
-  query's diagonal key: either way axis 1's vector, a WGMMA column vector
-  of 16-32 values per thread, depends on the in-tile index only and is the
-  same for every tile of a loop; axis 0's has 2 per thread).
+  other; row and column products on position vectors (``masks.alibi_terms``)
+  relative to the first position along ``fixed_axis`` (the first query's
+  diagonal key on the query axis, the first key on the key axis), whose
+  vector is then the same for every tile of a loop over the other axis.
+  Axis 1's vector has 16-32 values per thread in the WGMMA layout, axis 0's
+  2.  fixed_axis=1 (axis 1's vector the same on every step): the compiler
+  keeps it out of the loop, in registers.  fixed_axis=0: axis 1's vector is
+  recomputed each step from the loop's tile start (an add, a conversion and
+  a multiply per value).  The causal forward takes 0: with 1 ptxas spilled
+  532 bytes there, with 0 144 (d128; the non-causal forward 172 / 224, the
+  dK/dV kernel 196 / 192 causal and 228 / 148 non-causal; H100 ALiBi run A1),
+  and the other kernels, whose ALiBi / no-bias speed fell with 0 (run A1
+  against run 23), take 1.
 
   Where every pair of the tile lies on one side of the diagonal
   (``masks.alibi_side``; under ``causal`` masking every visible pair does)
@@ -332,22 +340,25 @@ class AlibiTile:
   """
 
   def __init__(self, slope2, offset, q_start, k_start, shape, q_dim: int,
-               causal: bool):
+               causal: bool, fixed_axis: int = 1):
     self.slope2, self.shape, self.q_dim = slope2, shape, q_dim
     n_q, n_k = shape[q_dim], shape[1 - q_dim]
-    pos = lambda start, n, dim: start + plgpu.broadcasted_iota(
-        jnp.int32, (n,), 0, layout=_ROW if dim == 0 else _COL)
-    origin = k_start if q_dim == 0 else q_start + offset
-    self.row, self.col = masks.alibi_terms(
-        slope2, pos(q_start, n_q, q_dim), pos(k_start, n_k, 1 - q_dim),
-        offset, origin)
+    origin = q_start + offset if fixed_axis == q_dim else k_start
+
+    def rel(start, n, dim):  # start - origin + 0..n-1, the scalar part first
+      return (start - origin) + plgpu.broadcasted_iota(
+          jnp.int32, (n,), 0, layout=_ROW if dim == 0 else _COL)
+
+    self._pos = (rel(q_start + offset, n_q, q_dim), rel(k_start, n_k,
+                                                         1 - q_dim))
+    self.row, self.col = masks.alibi_terms(slope2, *self._pos, 0)
     if causal:
-      side, self.straddle = 1, None
+      self.side, self.straddle = 1, None
     else:
-      side = masks.alibi_side(q_start, q_start + n_q - 1, k_start,
-                              k_start + n_k - 1, offset)
-      self.straddle = side == 0
-    self.q_vec, self.k_vec = masks.alibi_linear(side, self.row, self.col)
+      self.side = masks.alibi_side(q_start, q_start + n_q - 1, k_start,
+                                   k_start + n_k - 1, offset)
+      self.straddle = self.side == 0
+    self.q_vec, self.k_vec = masks.alibi_linear(self.side, self.row, self.col)
 
   def _bcast(self, x, dim):
     return plgpu.layout_cast(lax.broadcast_in_dim(x, self.shape, [dim]),
@@ -361,8 +372,11 @@ class AlibiTile:
 
   def k_init(self, c: float):
     """The S accumulator's share of the linear part: with it, c * acc is
-    c * S + bcast(k_vec)."""
-    return self._bcast(self.k_vec * (1.0 / c), 1 - self.q_dim)
+    c * S + bcast(k_vec).  (k_vec / c with the scalar factors, the side's
+    sign and slope2 / c, multiplied first: one multiply per key.)"""
+    _, coef = masks.alibi_linear(self.side, 0.0, self.slope2 * (1.0 / c))
+    _, col = masks.alibi_terms(coef, *self._pos, 0)
+    return self._bcast(col, 1 - self.q_dim)
 
   def add_rest(self, acc, c: float):
     """acc (c * acc the base-2 logits) plus what ``k_init`` and q_vec
@@ -524,7 +538,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           if not alibi:
             return None
           return AlibiTile(slope2, item.offset, q_base, item.tile_of(j) * bk,
-                           (bq, bk), 0, spec.is_causal)
+                           (bq, bk), 0, spec.is_causal,
+                           fixed_axis=0 if spec.is_causal else 1)
 
         def s_init(ab):  # the S accumulator's init, or None for zeros
           return ab.k_init(scale * _LOG2E) if fold else None
