@@ -13,7 +13,9 @@ identically in XLA and in Triton.
   PRNG key in XLA before the kernels run (so sharding the batch or the heads
   cannot change the bits: every shard gets its global rows' seeds).
 * ``row_keys(seed, i)`` / ``col_keys(j)``: MurmurHash3's ``fmix32`` of the
-  query row / key column, once per row or column of a tile (vectors).
+  query row / key column, once per row or column: the Triton kernels load
+  them from [B, N, T] / [S] tables hashed in XLA
+  (``triton/tiles.prepare_mask_inputs``), not per tile.
 * ``keep(row_key, col_key, threshold)``: per score only
   ``h = ((r ^ c) * A ^ >>15) * B`` (the two multiply rounds of Wellons'
   ``lowbias32``; the top bits it leaves are what the compare reads), kept iff

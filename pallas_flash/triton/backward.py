@@ -91,11 +91,13 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
   first = jnp.where(k_start < kv_len, first, last)  # tile past kv_len: no work
   if spec.needs_elementwise:
     full_first = full_last = last
+  drop_cols = (tiles.dropout_col_keys(inputs, k_start, block_k, s)
+               if rate > 0.0 else None)
 
   def body(tile_q, carry, *, g, masked: bool):
     dk, dv, *db = carry  # db: the [block_k] dbias sum when dbias
     q_start = tile_q * block_q
-    q_head = kv_head * group + g  # of the [N] slopes / seeds
+    q_head = kv_head * group + g  # of the [N] slopes
     q = tiles.load_rows(q_ref, q_start, block_q, t, head_dim, head=g)
     do = tiles.load_rows(do_ref, q_start, block_q, t, head_dim, head=g)
     lse2 = tiles.load_vec(lse_ref, q_start, block_q, t, jnp.inf, head=g) * tiles.LOG2E
@@ -121,9 +123,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
     dpt = tiles.dot(v, do, trans_b=True)  # dP^T [block_k, block_q]
     pdt = pt
     if rate > 0.0:
-      keep = tiles.dropout_keep(inputs, rate, q_head=q_head, q_start=q_start,
-                                k_start=k_start, block_q=block_q,
-                                block_k=block_k, key_major=True)
+      drop_rows = tiles.dropout_row_keys(inputs, q_start, block_q, t, head=g)
+      keep = tiles.dropout_keep(drop_rows, drop_cols, rate, key_major=True)
       pdt, dpt = _dropped(pt, keep, rate), _dropped(dpt, keep, rate)
     dv = dv + tiles.dot(pdt.astype(do.dtype), do)  # [block_k, Hp]
     dst_logits, dst = _ds(pt, dpt, delta[None, :], tht, cap)
@@ -174,6 +175,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
   q_seg = (tiles.load_vec(inputs.q_seg, q_start, block_q, t, -1)
            if spec.has_segments else None)
   rows_in = (q_start + jnp.arange(block_q)) < t
+  drop_rows = (tiles.dropout_row_keys(inputs, q_start, block_q, t)
+               if rate > 0.0 else None)
 
   def store_plane(tile_k, ds_logits):  # dS tile into the [block_q, S] block
     k_start = tile_k * block_k
@@ -195,9 +198,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
     p = jnp.exp2(s2 - lse2[:, None])
     dp = tiles.dot(do, v, trans_b=True)
     if rate > 0.0:
-      dp = _dropped(dp, tiles.dropout_keep(
-          inputs, rate, q_head=q_head, q_start=q_start, k_start=k_start,
-          block_q=block_q, block_k=block_k), rate)
+      drop_cols = tiles.dropout_col_keys(inputs, k_start, block_k, s)
+      dp = _dropped(dp, tiles.dropout_keep(drop_rows, drop_cols, rate), rate)
     ds_logits, ds = _ds(p, dp, delta[:, None], th, cap)
     if dbias:
       store_plane(tile_k, ds_logits)
