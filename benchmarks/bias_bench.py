@@ -22,6 +22,8 @@ halved), forward + backward 3.5 x that.  Before timing, the bias outputs and
 gradients (dbias included) of ours are compared with cuDNN's (relative L2).
 
   PYTHONPATH=$PWD python3 benchmarks/bias_bench.py [--cells 4k-N,16k-C] [--out DIR]
+      [--impls triton,triton-dropout,torch]  (a subset of the rows; "torch":
+      both torch rows; names with "-" for " ")
 """
 from __future__ import annotations
 
@@ -138,7 +140,7 @@ def torch_times(b, t, causal, reps):
   return out
 
 
-def bench_cell(t, causal, reps, sample_ms, with_torch):
+def bench_cell(t, causal, reps, sample_ms, with_torch, impls=None):
   b = TOKENS // t
   ks = jax.random.split(jax.random.key(t), 5)
   q, k, v = (jax.random.normal(kk, (b, t, N, H), jnp.bfloat16) for kk in ks[:3])
@@ -147,6 +149,8 @@ def bench_cell(t, causal, reps, sample_ms, with_torch):
   flops = 4 * b * N * t * t * H * (0.5 if causal else 1.0)
   calls, grads = {}, {}
   for name, (f, with_bias) in jax_impls(causal, t).items():
+    if impls is not None and name not in impls:
+      continue
     args = (q, k, v, bias) if with_bias else (q, k, v)
     try:
       fb = fwd_bwd(f, len(args))
@@ -216,9 +220,14 @@ def main():
   ap.add_argument("--reps", type=int, default=5)
   ap.add_argument("--sample-ms", type=float, default=60.0)
   ap.add_argument("--no-torch", action="store_true")
+  ap.add_argument("--impls", default=None,
+                  help="comma-separated rows to run (default: all)")
   ap.add_argument("--out", default=None)
   args = ap.parse_args()
   wanted = args.cells.split(",")
+  impls = (None if args.impls is None else
+           {name.replace("-", " ") for name in args.impls.split(",")})
+  with_torch = not args.no_torch and (impls is None or "torch" in impls)
   dev = jax.devices()[0]
   env = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
              device=dev.device_kind, jax=jax.__version__)
@@ -228,7 +237,7 @@ def main():
     if cell_name(t, causal) not in wanted:
       continue
     log(f"cell {cell_name(t, causal)}")
-    rows += bench_cell(t, causal, args.reps, args.sample_ms, not args.no_torch)
+    rows += bench_cell(t, causal, args.reps, args.sample_ms, with_torch, impls)
     text = table(rows)
     if args.out:  # after every cell: a run cut short keeps what it measured
       os.makedirs(args.out, exist_ok=True)

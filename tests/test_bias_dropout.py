@@ -222,17 +222,27 @@ def test_dropout_with_bias_alibi_and_soft_cap_gradients():
 
 
 def test_dropout_keep_rate_within_statistical_bounds():
+  """The tests of ``dropout.py``'s docstring on a smaller mask, 5 sigma."""
   for rate in (0.1, 0.5, 0.9):
     keep = np.asarray(pf.dropout_mask(jax.random.key(3), (2, 4, 256, 512), rate))
-    n = keep.size
-    bound = 5 * np.sqrt(rate * (1 - rate) / n)  # 5 sigma
-    assert abs(keep.mean() - (1 - rate)) < bound, (rate, keep.mean())
-    # Neighbouring rows / columns / heads are uncorrelated (|r| < 5 sigma).
-    x = keep.astype(np.float64) - keep.mean()
+    n, p = keep.size, 1 - rate
+    var = rate * (1 - rate)
+    assert abs(keep.mean() - p) < 5 * np.sqrt(var / n), (rate, keep.mean())
+    # Per-row and per-column keep rates binomial: mean z^2 = 1 +- sqrt(2 / m).
+    for axis, width in ((-1, keep.shape[-1]), (-2, keep.shape[-2])):
+      z2 = np.square(keep.mean(axis) - p) / (var / width)
+      assert abs(z2.mean() - 1) < 5 * np.sqrt(2 / z2.size), (rate, axis, z2.mean())
+    # Neighbouring rows / columns / diagonal / heads are uncorrelated, and so
+    # are the four corners of 1 x 1 and 7 x 7 rectangles, the one dependency
+    # the xor of row and column keys leaves (normalised, 1 / sqrt(n) each).
+    x = (keep.astype(np.float64) - p) / np.sqrt(var)
     for a, b in ((x[:, :, 1:], x[:, :, :-1]), (x[..., 1:], x[..., :-1]),
-                 (x[:, 1:], x[:, :-1])):
-      r = np.mean(a * b) / np.var(x)
-      assert abs(r) < 5 / np.sqrt(a.size), r
+                 (x[:, :, 1:, 1:], x[:, :, :-1, :-1]), (x[:, 1:], x[:, :-1])):
+      assert abs(np.mean(a * b)) < 5 / np.sqrt(a.size), (rate, np.mean(a * b))
+    for d in (1, 7):
+      corners = (x[..., d:, d:] * x[..., :-d, :-d] * x[..., d:, :-d]
+                 * x[..., :-d, d:])
+      assert abs(corners.mean()) < 5 / np.sqrt(corners.size), (rate, d, corners.mean())
   np.testing.assert_array_equal(pf.dropout_mask(jax.random.key(3), (1, 1, 4, 4), 0.0), True)
 
 

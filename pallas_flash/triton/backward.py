@@ -17,7 +17,10 @@ Bias, ALiBi and dropout: the score tiles get the forward's terms again
 (``tiles.add_score_terms``) and the dropout bits are regenerated from their
 hash (``tiles.dropout_keep``), nothing N x N is stored.  With keep mask Z and
 r = 1 / (1 - rate): dV += (Z r P)^T dO, dP = Z r (dO V^T), dS = P (dP -
-delta); delta = rowsum(dO * O) is unchanged.
+delta); delta = rowsum(dO * O) is unchanged.  The r leaves the tile loops:
+dS = r (Z P * dO V^T - P * delta'), delta' = (1 - rate) delta (scaled once
+in XLA), so a score pays one select (Z P) besides its keep bit, and dV, dK,
+dQ and the dbias partials are scaled by r once per program.
 
 dbias (only when ``params.bias_grad``) is dS = P (dP - delta), the gradient
 of the logits after soft-capping, computed deterministically (no atomics)
@@ -53,15 +56,12 @@ from pallas_flash.triton import tiles
 from pallas_flash.triton.forward import kv_tile_loops
 
 
-def _dropped(x, keep, rate):
-  """Z r x: a tile through dropout (keep mask Z, r = 1 / (1 - rate))."""
-  return jnp.where(keep, x * (1.0 / (1.0 - rate)), 0.0)
-
-
-def _ds(p, dp, delta, th, cap):
+def _ds(p, dp, delta, th, cap, p_kept=None):
   """(dS of the logits, dS of scale * q k^T): P * (dP - delta) (Alg. 2
-  line 14), then through the soft-cap's tanh."""
-  ds_logits = p * (dp - delta)
+  line 14), then through the soft-cap's tanh.  With dropout ``p_kept`` is
+  Z P, ``dp`` the undropped dO V^T and ``delta`` is delta': the result is
+  dS / r (module docstring)."""
+  ds_logits = p * (dp - delta) if p_kept is None else p_kept * dp - p * delta
   if cap is None:
     return ds_logits, ds_logits
   return ds_logits, ds_logits * (1.0 - th * th)
@@ -78,6 +78,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
                  group: int, rate: float, dbias: bool):
   inputs, out_refs = _split_refs(refs, 3 if dbias else 2)
   dk_ref, dv_ref = out_refs[:2]
+  r = 1.0 / (1.0 - rate)  # dropout's scale, applied to the sums
   lens_ref, q_seg_ref = inputs.lens, inputs.q_seg
   tile_k, kv_head = pl.program_id(0), pl.program_id(2)
   multi_head_bias = inputs.bias is not None and inputs.bias.ndim == 3  # [G, Tb, Sb]
@@ -91,11 +92,13 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
   first = jnp.where(k_start < kv_len, first, last)  # tile past kv_len: no work
   if spec.needs_elementwise:
     full_first = full_last = last
+  drop_cols = (tiles.dropout_col_keys(inputs, k_start, block_k, s)
+               if rate > 0.0 else None)
 
   def body(tile_q, carry, *, g, masked: bool):
     dk, dv, *db = carry  # db: the [block_k] dbias sum when dbias
     q_start = tile_q * block_q
-    q_head = kv_head * group + g  # of the [N] slopes / seeds
+    q_head = kv_head * group + g  # of the [N] slopes
     q = tiles.load_rows(q_ref, q_start, block_q, t, head_dim, head=g)
     do = tiles.load_rows(do_ref, q_start, block_q, t, head_dim, head=g)
     lse2 = tiles.load_vec(lse_ref, q_start, block_q, t, jnp.inf, head=g) * tiles.LOG2E
@@ -119,14 +122,13 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
       s2t = jnp.where(ok, s2t, masks.MASK_VALUE)
     pt = jnp.exp2(s2t - lse2[None, :])  # P^T (Alg. 2 line 11); 0 on empty rows
     dpt = tiles.dot(v, do, trans_b=True)  # dP^T [block_k, block_q]
-    pdt = pt
+    pdt = None  # Z P^T with dropout (dV and dS scaled by r after the loops)
     if rate > 0.0:
-      keep = tiles.dropout_keep(inputs, rate, q_head=q_head, q_start=q_start,
-                                k_start=k_start, block_q=block_q,
-                                block_k=block_k, key_major=True)
-      pdt, dpt = _dropped(pt, keep, rate), _dropped(dpt, keep, rate)
-    dv = dv + tiles.dot(pdt.astype(do.dtype), do)  # [block_k, Hp]
-    dst_logits, dst = _ds(pt, dpt, delta[None, :], tht, cap)
+      drop_rows = tiles.dropout_row_keys(inputs, q_start, block_q, t, head=g)
+      pdt = jnp.where(tiles.dropout_keep(drop_rows, drop_cols, rate,
+                                         key_major=True), pt, 0.0)
+    dv = dv + tiles.dot((pt if pdt is None else pdt).astype(do.dtype), do)  # [block_k, Hp]
+    dst_logits, dst = _ds(pt, dpt, delta[None, :], tht, cap, pdt)
     dk = dk + tiles.dot(dst.astype(q.dtype), q)
     if dbias:  # bias constant along queries: sum dS^T over them
       db = [db[0] + jnp.sum(dst_logits, axis=1)]
@@ -148,14 +150,16 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
     dk, dv, *db = lax.fori_loop(full_last, last, masked_body, carry)
     if dbias:  # row g of the [G, block_k] partial block
       k_idx = k_start + jnp.arange(block_k)
-      plgpu.store(out_refs[2].at[g, pl.ds(0, block_k)], db[0], mask=k_idx < s)
+      plgpu.store(out_refs[2].at[g, pl.ds(0, block_k)], db[0] * r,
+                  mask=k_idx < s)
     return dk, dv
 
   hp = k_ref.shape[-1]
   zeros = jnp.zeros((block_k, hp), jnp.float32)
   dk, dv = lax.fori_loop(0, group, group_body, (zeros, zeros))
-  tiles.store_rows(dk_ref, dk * scale, k_start, block_k, s, head_dim)
-  tiles.store_rows(dv_ref, dv, k_start, block_k, s, head_dim)
+  tiles.store_rows(dk_ref, dk * (scale * r), k_start, block_k, s, head_dim)
+  tiles.store_rows(dv_ref, dv * r if rate > 0.0 else dv, k_start, block_k, s,
+                   head_dim)
 
 
 def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
@@ -164,6 +168,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
                rate: float, dbias: bool):
   inputs, out_refs = _split_refs(refs, 2 if dbias else 1)
   dq_ref = out_refs[0]
+  r = 1.0 / (1.0 - rate)  # dropout's scale, applied to the sums
   q_head = pl.program_id(2)
   qtile = tiles.program_query_tile(spec, inputs.lens, block_q)
   tile_q, q_start, q_end, _, kv_len, offset = qtile
@@ -174,12 +179,14 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
   q_seg = (tiles.load_vec(inputs.q_seg, q_start, block_q, t, -1)
            if spec.has_segments else None)
   rows_in = (q_start + jnp.arange(block_q)) < t
+  drop_rows = (tiles.dropout_row_keys(inputs, q_start, block_q, t)
+               if rate > 0.0 else None)
 
   def store_plane(tile_k, ds_logits):  # dS tile into the [block_q, S] block
     k_start = tile_k * block_k
     cols_in = (k_start + jnp.arange(block_k)) < s
     plgpu.store(out_refs[1].at[:, pl.ds(k_start, block_k)],
-                ds_logits.astype(out_refs[1].dtype),
+                (ds_logits * r if rate > 0.0 else ds_logits).astype(out_refs[1].dtype),
                 mask=rows_in[:, None] & cols_in[None, :])
 
   def body(tile_k, dq, *, masked: bool):
@@ -194,11 +201,11 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
                              block_k=block_k, t=t, s=s, q_seg=q_seg)
     p = jnp.exp2(s2 - lse2[:, None])
     dp = tiles.dot(do, v, trans_b=True)
+    p_kept = None  # Z P with dropout (dS / r; dQ scaled by r after the loop)
     if rate > 0.0:
-      dp = _dropped(dp, tiles.dropout_keep(
-          inputs, rate, q_head=q_head, q_start=q_start, k_start=k_start,
-          block_q=block_q, block_k=block_k), rate)
-    ds_logits, ds = _ds(p, dp, delta[:, None], th, cap)
+      drop_cols = tiles.dropout_col_keys(inputs, k_start, block_k, s)
+      p_kept = jnp.where(tiles.dropout_keep(drop_rows, drop_cols, rate), p, 0.0)
+    ds_logits, ds = _ds(p, dp, delta[:, None], th, cap, p_kept)
     if dbias:
       store_plane(tile_k, ds_logits)
     return dq + tiles.dot(ds.astype(k.dtype), k)
@@ -226,7 +233,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
   dq = lax.fori_loop(full_last, last, masked_body, dq)
   if dbias:
     dq = lax.fori_loop(last, pl.cdiv(s, block_k), skip, dq)
-  tiles.store_rows(dq_ref, dq * scale, q_start, block_q, t, head_dim)
+  tiles.store_rows(dq_ref, dq * (scale * r), q_start, block_q, t, head_dim)
 
 
 def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
@@ -250,6 +257,8 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
                      out.astype(jnp.float32))
   d_out = d_out.astype(q.dtype)
   rate = params.dropout_rate
+  if rate > 0.0:  # delta' of the module docstring
+    delta = delta * (1.0 - rate)
   tb, sb = arrays.bias.shape[2:] if params.bias_grad else (None, None)
   dkdv_dbias = params.bias_grad and tb == 1 and sb > 1
   dq_dbias = params.bias_grad and tb > 1 and sb > 1

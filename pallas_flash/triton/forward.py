@@ -49,6 +49,8 @@ def _forward_kernel(q_ref, k_ref, v_ref, *refs, spec: masks.MaskSpec,
   q = tiles.load_rows(q_ref, q_start, block_q, t, head_dim)  # [block_q, Hp]
   q_seg = (tiles.load_vec(inputs.q_seg, q_start, block_q, t, -1)
            if spec.has_segments else None)
+  drop_rows = (tiles.dropout_row_keys(inputs, q_start, block_q, t)
+               if rate > 0.0 else None)
 
   def body(tile_k, carry, *, masked: bool):
     acc, m_prev, l_prev = carry
@@ -66,10 +68,8 @@ def _forward_kernel(q_ref, k_ref, v_ref, *refs, spec: masks.MaskSpec,
     p = jnp.exp2(s2 - m_next[:, None])
     l_next = l_prev * alpha + jnp.sum(p, axis=1)
     if rate > 0.0:  # dropout on P (rescaled by 1 / (1 - rate) at the end)
-      p = jnp.where(tiles.dropout_keep(inputs, rate, q_head=head,
-                                       q_start=q_start, k_start=k_start,
-                                       block_q=block_q, block_k=block_k),
-                    p, 0.0)
+      drop_cols = tiles.dropout_col_keys(inputs, k_start, block_k, s)
+      p = jnp.where(tiles.dropout_keep(drop_rows, drop_cols, rate), p, 0.0)
     v = tiles.load_rows(v_ref, k_start, block_k, s, head_dim)
     acc = acc * alpha[:, None] + tiles.dot(p.astype(v.dtype), v)
     return acc, m_next, l_next

@@ -36,7 +36,9 @@ class TileInputs(NamedTuple):
   mask: object | None  # [Tm, Sm] int8
   bias: object | None  # [Tb, Sb] (or [G, Tb, Sb]) in the bias dtype
   slopes: object | None  # [N] float32 ALiBi slopes of this batch row
-  seeds: object | None  # [N] int32 dropout seeds of this batch row
+  drop_row_xor: object | None  # [T] (or [G, T]) int32: the ``dropout.row_keys``
+  drop_row_mul: object | None  # pair of the program's query head(s)
+  drop_cols: object | None  # [S] int32 ``dropout.col_keys``
 
 
 def _plane_spec(shape, q_head_block: int | None):
@@ -85,10 +87,19 @@ def prepare_mask_inputs(arrays: masks.MaskArrays, spec: masks.MaskSpec, *,
   bias = arrays.bias
   operands.append(bias)
   specs.append(None if bias is None else _plane_spec(bias.shape, q_head_block))
-  for x in (arrays.alibi_slopes, arrays.dropout_seeds):  # [1 | B, N]
-    operands.append(x)
-    specs.append(None if x is None else pl.BlockSpec(
-        (None, x.shape[1]), lambda i, b, h, bx=x.shape[0]: (b if bx > 1 else 0, 0)))
+  x = arrays.alibi_slopes  # [1 | B, N]
+  operands.append(x)
+  specs.append(None if x is None else pl.BlockSpec(
+      (None, x.shape[1]), lambda i, b, h, bx=x.shape[0]: (b if bx > 1 else 0, 0)))
+  seeds = arrays.dropout_seeds  # [B, N]
+  if seeds is None:
+    return operands + [None] * 3, specs + [None] * 3
+  # The keys of dropout.keep, hashed once per row / column here in XLA
+  # (2 B N T + S words), not per tile in the kernels' loops.
+  rows = dropout.row_keys(seeds[:, :, None], jnp.arange(t, dtype=jnp.int32))
+  operands += [*rows, dropout.col_keys(jnp.arange(s, dtype=jnp.int32))]
+  row_spec = pl.BlockSpec((None, q_head_block, t), lambda i, b, h: (b, h, 0))
+  specs += [row_spec, row_spec, pl.BlockSpec((s,), lambda i, b, h: (0,))]
   return operands, specs
 
 
@@ -262,15 +273,28 @@ def add_score_terms(s2, inputs: TileInputs, *, q_start, k_start, t: int,
   return s2
 
 
-def dropout_keep(inputs: TileInputs, rate: float, *, q_head, q_start,
-                 k_start, block_q: int, block_k: int, key_major=False):
+def dropout_row_keys(inputs: TileInputs, q_start, block_q: int, t: int,
+                     head=None):
+  """The ``dropout.row_keys`` pair of query rows [q_start, q_start +
+  block_q) (of query head ``head`` of a [G, T] block)."""
+  return tuple(load_vec(ref, q_start, block_q, t, 0, head=head)
+               for ref in (inputs.drop_row_xor, inputs.drop_row_mul))
+
+
+def dropout_col_keys(inputs: TileInputs, k_start, block_k: int, s: int):
+  """The ``dropout.col_keys`` of key columns [k_start, k_start + block_k)."""
+  return load_vec(inputs.drop_cols, k_start, block_k, s, 0)
+
+
+def dropout_keep(rk, ck, rate: float, *, key_major=False):
   """The ``dropout.keep`` bits of the [block_q, block_k] tile (or its
-  transpose with ``key_major``): the same bits whatever the tiling."""
-  rk = dropout.row_keys(inputs.seeds[q_head], q_start + jnp.arange(block_q))
-  ck = dropout.col_keys(k_start + jnp.arange(block_k))
+  transpose with ``key_major``) of row keys ``rk`` (``dropout_row_keys``)
+  and column keys ``ck``: the same bits whatever the tiling."""
   if key_major:
-    return dropout.keep(rk[None, :], ck[:, None], dropout.threshold(rate))
-  return dropout.keep(rk[:, None], ck[None, :], dropout.threshold(rate))
+    return dropout.keep(tuple(x[None, :] for x in rk), ck[:, None],
+                        dropout.threshold(rate))
+  return dropout.keep(tuple(x[:, None] for x in rk), ck[None, :],
+                      dropout.threshold(rate))
 
 
 def mask_scores(s2, spec: masks.MaskSpec, inputs: TileInputs,
