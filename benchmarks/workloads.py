@@ -1,4 +1,11 @@
-"""Named attention workloads, shared by the benchmark and the tests.
+"""Named attention workloads, shared by the benchmarks and the tests.
+
+One description, ``Workload``: shapes, dtype and every mask option of a
+``flash_attention`` call.  The benchmarks build their cells with the
+functions below and their arrays with ``make_inputs``; the tests
+(``tests/cases.py``: small interpret-mode sizes, float32 by default) build
+theirs with ``Workload.inputs``, which also turns the mask options into
+keyword arguments.
 
 Letters: B batch, T query length, S key/value length, N query heads,
 K key/value heads, H head dim.  Layout [B, T, N, H] everywhere.
@@ -25,7 +32,7 @@ dense-equivalent.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -42,18 +49,79 @@ DTYPES = ("bfloat16", "float16")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Workload:
-  """One benchmark cell: shapes, masking and dtype (hashable, no arrays)."""
+  """One attention workload: shapes, dtype and masking (hashable, no
+  arrays).  A benchmark cell, or a test case (``tests/cases.Case``)."""
 
-  name: str  # "convention", "gqa", "packed", "padded", "smoke", ...
+  name: str  # "convention", "gqa", "packed", "padded", "smoke", a test's
   batch: int
-  seqlen: int  # T == S for every workload here
+  seqlen: int  # T (and S unless kv_seqlen is given)
   heads: int  # N
   kv_heads: int  # K
   head_dim: int  # H
   causal: bool
-  dtype: str  # "bfloat16" | "float16"
-  kind: Kind = "dense"
+  dtype: str  # "bfloat16" | "float16" (tests also "float32")
+  kind: Kind = "dense"  # the benchmarks' generated masking (make_inputs)
   seed: int = 0
+  # -- options of one call (``inputs``); the benchmark cells leave them
+  kv_seqlen: int | None = None  # S, when it differs from T
+  bottom_right: bool = False  # causal_alignment="bottom_right"
+  window: tuple[int, int] | None = None  # local_window_size
+  q_lengths: tuple[int, ...] | None = None  # query_seq_lengths
+  kv_lengths: tuple[int, ...] | None = None  # key_value_seq_lengths
+  segments: bool = False  # packed documents (test_segment_ids)
+  soft_cap: float | None = None  # logits_soft_cap
+  # "full" [B,N,T,S], "keys" [B,1,1,S], "heads" [1,N,T,S]; "full_empty_row":
+  # "full" with query row 3 of every head masked out entirely.
+  dense_mask: str | None = None
+  alibi: bool = False  # ALiBi with Press et al.'s slopes 2^(-8 i / N)
+  config: Any = None  # backend tuning (TritonConfig / MosaicConfig / ...)
+
+  def __str__(self):  # (pytest ids)
+    return self.name
+
+  @property
+  def kv_len(self) -> int:
+    """S."""
+    return self.seqlen if self.kv_seqlen is None else self.kv_seqlen
+
+  def inputs(self, seed: int = 0):
+    """(q, k, v, keyword options) of one ``flash_attention`` call: random
+    normal [B, T, N, H] / [B, S, K, H] arrays of ``dtype``, the mask
+    options as keyword arguments (dense masks Bernoulli(0.75))."""
+    keys = jax.random.split(jax.random.key(seed), 5)
+    dt = jnp.dtype(self.dtype)
+    b, t, s, n = self.batch, self.seqlen, self.kv_len, self.heads
+    normal = lambda key, shape: jax.random.normal(key, shape,
+                                                  jnp.float32).astype(dt)
+    q = normal(keys[0], (b, t, n, self.head_dim))
+    k = normal(keys[1], (b, s, self.kv_heads, self.head_dim))
+    v = normal(keys[2], (b, s, self.kv_heads, self.head_dim))
+    kw = dict(is_causal=self.causal,
+              causal_alignment="bottom_right" if self.bottom_right
+              else "top_left")
+    if self.window is not None:
+      kw["local_window_size"] = self.window
+    if self.q_lengths is not None:
+      kw["query_seq_lengths"] = jnp.array(self.q_lengths, jnp.int32)
+    if self.kv_lengths is not None:
+      kw["key_value_seq_lengths"] = jnp.array(self.kv_lengths, jnp.int32)
+    if self.segments:
+      kw["query_segment_ids"] = jnp.asarray(test_segment_ids(b, t, 0))
+      kw["key_value_segment_ids"] = jnp.asarray(test_segment_ids(b, s, 1))
+    if self.soft_cap is not None:
+      kw["logits_soft_cap"] = self.soft_cap
+    if self.alibi:
+      kw["alibi_slopes"] = 2.0 ** (-8.0 * jnp.arange(1, n + 1,
+                                                      dtype=jnp.float32) / n)
+    if self.dense_mask is not None:
+      full = (b, n, t, s)
+      shape = {"full": full, "full_empty_row": full, "keys": (b, 1, 1, s),
+               "heads": (1, n, t, s)}[self.dense_mask]
+      mask = jax.random.bernoulli(keys[3], 0.75, shape)
+      if self.dense_mask == "full_empty_row":
+        mask = mask.at[:, :, min(3, t - 1), :].set(False)
+      kw["mask"] = mask
+    return q, k, v, kw
 
   @property
   def label(self) -> str:
@@ -157,6 +225,21 @@ def packed_segment_ids(batch: int, seqlen: int, seed: int) -> np.ndarray:
       ids[b, pos:pos + n] = doc
       pos += n
       doc += 1
+  return ids
+
+
+def test_segment_ids(b: int, n: int, salt: int) -> np.ndarray:
+  """[b, n] packed documents for ``Workload.inputs``: sorted ids with up to
+  3 random boundaries, the last 2 tokens padding (-1) when n > 4; ``salt``
+  0 for the queries, 1 for the keys (their boundaries differ)."""
+  rng = np.random.default_rng(1234 + salt)
+  ids = np.zeros((b, n), np.int32)
+  for i in range(b):
+    cuts = np.sort(rng.choice(np.arange(1, max(n, 2)),
+                              size=min(3, max(n - 1, 0)), replace=False))
+    ids[i] = np.searchsorted(cuts, np.arange(n), side="right")
+    if n > 4:
+      ids[i, -2:] = -1
   return ids
 
 

@@ -1,12 +1,11 @@
-"""Named attention workloads shared by the tests (and reusable by benchmarks).
+"""The tests' workloads and checks.
 
-A ``Case`` builds random inputs and keyword options for ``flash_attention``;
-sizes are small enough for Pallas interpret mode on a 2-core CPU.
+A ``Case`` is a ``benchmarks.workloads.Workload`` (the one workload
+description of the tests and the benchmarks) at sizes small enough for
+Pallas interpret mode on a 2-core CPU; ``Workload.inputs`` builds its random
+arrays and keyword options for ``flash_attention``.
 """
 from __future__ import annotations
-
-import dataclasses
-from typing import Any
 
 import chex
 import jax
@@ -14,79 +13,18 @@ import jax.numpy as jnp
 import numpy as np
 
 import pallas_flash as pf
+from benchmarks.workloads import Workload
 
 
-@dataclasses.dataclass(frozen=True)
-class Case:
-  name: str
-  b: int = 2
-  t: int = 17
-  s: int = 17
-  n: int = 2
-  k: int = 2
-  h: int = 64
-  dtype: str = "float32"
-  causal: bool = False
-  bottom_right: bool = False
-  window: tuple[int, int] | None = None
-  q_lengths: tuple[int, ...] | None = None
-  kv_lengths: tuple[int, ...] | None = None
-  segments: bool = False
-  soft_cap: float | None = None
-  # "full" [B,N,T,S], "keys" [B,1,1,S], "heads" [1,N,T,S]; "full_empty_row":
-  # "full" with query row 3 of every head masked out entirely.
-  dense_mask: str | None = None
-  alibi: bool = False  # ALiBi with Press et al.'s slopes 2^(-8 i / N)
-  config: Any = None  # backend tuning (TritonConfig / MosaicConfig) for the kernel
-
-  def __str__(self):
-    return self.name
-
-  def inputs(self, seed: int = 0):
-    keys = jax.random.split(jax.random.key(seed), 5)
-    dt = jnp.dtype(self.dtype)
-    q = jax.random.normal(keys[0], (self.b, self.t, self.n, self.h), jnp.float32).astype(dt)
-    k = jax.random.normal(keys[1], (self.b, self.s, self.k, self.h), jnp.float32).astype(dt)
-    v = jax.random.normal(keys[2], (self.b, self.s, self.k, self.h), jnp.float32).astype(dt)
-    kw = dict(is_causal=self.causal,
-              causal_alignment="bottom_right" if self.bottom_right else "top_left")
-    if self.window is not None:
-      kw["local_window_size"] = self.window
-    if self.q_lengths is not None:
-      kw["query_seq_lengths"] = jnp.array(self.q_lengths, jnp.int32)
-    if self.kv_lengths is not None:
-      kw["key_value_seq_lengths"] = jnp.array(self.kv_lengths, jnp.int32)
-    if self.segments:
-      kw["query_segment_ids"] = jnp.asarray(_segments(self.b, self.t, 0))
-      kw["key_value_segment_ids"] = jnp.asarray(_segments(self.b, self.s, 1))
-    if self.soft_cap is not None:
-      kw["logits_soft_cap"] = self.soft_cap
-    if self.alibi:
-      kw["alibi_slopes"] = 2.0 ** (-8.0 * jnp.arange(1, self.n + 1,
-                                                      dtype=jnp.float32)
-                                   / self.n)
-    if self.dense_mask is not None:
-      full = (self.b, self.n, self.t, self.s)
-      shape = {"full": full, "full_empty_row": full, "keys": (self.b, 1, 1, self.s),
-               "heads": (1, self.n, self.t, self.s)}[self.dense_mask]
-      mask = jax.random.bernoulli(keys[3], 0.75, shape)
-      if self.dense_mask == "full_empty_row":
-        mask = mask.at[:, :, min(3, self.t - 1), :].set(False)
-      kw["mask"] = mask
-    return q, k, v, kw
-
-
-def _segments(b, n, salt):
-  """Packed documents: sorted ids with random boundaries; last tokens padding (-1)."""
-  rng = np.random.default_rng(1234 + salt)
-  ids = np.zeros((b, n), np.int32)
-  for i in range(b):
-    cuts = np.sort(rng.choice(np.arange(1, max(n, 2)), size=min(3, max(n - 1, 0)), replace=False))
-    ids[i] = np.searchsorted(cuts, np.arange(n), side="right")
-    if n > 4:
-      ids[i, -2:] = -1
-  # Same document boundaries for q and kv when T == S (self-attention packing).
-  return ids
+def Case(name: str, b: int = 2, t: int = 17, s: int = 17, n: int = 2,
+         k: int = 2, h: int = 64, dtype: str = "float32", causal: bool = False,
+         **options) -> Workload:
+  """A test's ``Workload``: interpret-mode sizes, float32 by default, the
+  letters B T S N K H; ``options`` are Workload's mask fields (window,
+  q_lengths, segments, dense_mask, alibi, config, ...)."""
+  return Workload(name=name, batch=b, seqlen=t, kv_seqlen=s, heads=n,
+                  kv_heads=k, head_dim=h, dtype=dtype, causal=causal,
+                  **options)
 
 
 # Tolerances on max|x - ref| / max|ref| (outputs, gradients) and max|lse - ref|.
@@ -152,7 +90,7 @@ def upcast(*xs):
   return [x.astype(jnp.float32) for x in xs]
 
 
-def check_forward(case: Case, impl: str, seed: int = 0):
+def check_forward(case: Workload, impl: str, seed: int = 0):
   """``flash_attention(implementation=impl)`` against the float32 XLA path:
   shapes, dtypes, finiteness, output and LSE within ``TOL``."""
   q, k, v, kw = case.inputs(seed)
@@ -170,7 +108,7 @@ def check_forward(case: Case, impl: str, seed: int = 0):
   return out, lse
 
 
-def check_gradients(case: Case, impl: str, seed: int = 0):
+def check_gradients(case: Workload, impl: str, seed: int = 0):
   """dq, dk, dv of ``flash_attention(implementation=impl)`` against the
   float32 XLA path's VJP with the same random cotangent: dtypes, shapes,
   finiteness and ``TOL``.  Returns the gradients."""

@@ -24,7 +24,7 @@ IMPL = "triton"
 
 
 def _bias(case: Case, pattern: str, seed: int = 11):
-  b, n, t, s = case.b, case.n, case.t, case.s
+  b, n, t, s = case.batch, case.heads, case.seqlen, case.kv_len
   shape = {"heads": (1, n, t, s), "keys": (b, 1, 1, s), "full": (b, n, t, s),
            "3d": (n, t, s), "queries": (b, n, t, 1), "batch_plane": (b, 1, t, s)}[pattern]
   return jax.random.normal(jax.random.key(seed), shape, jnp.float32).astype(case.dtype)
@@ -120,9 +120,9 @@ def _alibi_bias(slopes, case: Case, q_len, kv_len):
   """The ALiBi bias materialised from its definition, [B | 1, N, T, S]."""
   spec = masks.MaskSpec(bottom_right=case.bottom_right)
   offset = masks.diagonal_offset(spec, q_len, kv_len)[:, None, None, None]
-  i = jnp.arange(case.t)[:, None]
-  j = jnp.arange(case.s)[None, :]
-  return -slopes.reshape(-1, case.n)[:, :, None, None] * jnp.abs(i + offset - j)
+  i = jnp.arange(case.seqlen)[:, None]
+  j = jnp.arange(case.kv_len)[None, :]
+  return -slopes.reshape(-1, case.heads)[:, :, None, None] * jnp.abs(i + offset - j)
 
 
 @pytest.mark.parametrize("batched", [False, True])
@@ -195,7 +195,7 @@ def test_dropout_exact_against_helper_mask_and_deterministic():
   case = Case("dropout", t=33, s=47, n=4, k=2, h=40, causal=True)
   q, k, v, kw = case.inputs()
   rng, rate = jax.random.key(42), 0.25
-  keep = pf.dropout_mask(rng, (case.b, case.n, case.t, case.s), rate)
+  keep = pf.dropout_mask(rng, (case.batch, case.heads, case.seqlen, case.kv_len), rate)
   drop = dict(dropout_rate=rate, dropout_rng=rng)
   d_out = jax.random.normal(jax.random.key(5), q.shape)
   grads = jax.jit(lambda q, k, v, d_out: jax.vjp(lambda q, k, v: pf.flash_attention(
@@ -360,7 +360,7 @@ SLOW = [
 @pytest.mark.parametrize("case", SLOW, ids=str)
 def test_large_bias_alibi_dropout(case: Case, pattern: str):
   _check_vjp(case, dict(dropout_rate=0.1, dropout_rng=jax.random.key(3),
-                        alibi_slopes=2.0 ** -jnp.arange(1, case.n + 1, dtype=jnp.float32)),
+                        alibi_slopes=2.0 ** -jnp.arange(1, case.heads + 1, dtype=jnp.float32)),
              _bias(case, pattern))
 
 
