@@ -389,6 +389,15 @@ BACKWARD = [
       causal=True, bottom_right=True, alibi=True),
     B("bwd alibi d256 (split head dim) lengths", b=2, n=2, k=1, h=256, t=80,
       s=100, alibi=True, kv_lengths=(100, 37)),
+    # The fused kernel (interpret mode: each kv tile writes its own dQ slot
+    # instead of the TMA reduce-add); GQA carries the lagged dQ share
+    # across the head loop.
+    B("bwd fused fixed point gqa causal ragged", n=4, k=2, t=150, s=200,
+      causal=True, bottom_right=True, q_lengths=(150,), kv_lengths=(190,),
+      config=MosaicBackwardConfig(block_q_dkv=128, block_kv_dq=128,
+                                  fused=True)),
+    B("bwd fused f32 d128 segments", h=128, t=130, s=256, segments=True,
+      config=MosaicBackwardConfig(deterministic=False)),
 ]
 
 SLOW_BACKWARD = [

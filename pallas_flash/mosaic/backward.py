@@ -85,10 +85,6 @@ def check_supported(params: KernelParams, q, k, v) -> None:
         f"the fused MosaicBackwardConfig at head_dim={hp} needs "
         f"block_q_dkv={64 * cfg.consumers} (its dQ share splits by rows) or "
         "a head dim of 64 columns per consumer")
-  if params.interpret and cfg.one_kernel:
-    raise NotImplementedError(
-        "the fused MosaicBackwardConfig adds dQ with TMA reduce-add, which "
-        "Mosaic GPU interpret mode does not simulate")
   kv_tiles = -(-k.shape[1] // (cfg.consumers * cfg.block_kv_dkv))
   if cfg.one_kernel and cfg.deterministic and kv_tiles > _MAX_FIXED_ADDS:
     raise NotImplementedError(
@@ -369,18 +365,25 @@ class _DsTiles:
   kernel), per owner o and parity p, each of C warpgroups' threads:
   full(o, p): o stored its rows of buffer p (``bar.arrive`` by o,
   ``bar.sync`` by every other consumer); free(o, p): every other
-  consumer's dQ GEMM that read them is done (the reverse).
+  consumer's dQ GEMM that read them is done (the reverse).  Interpret mode:
+  one mbarrier each, same protocol.
   """
 
-  def __init__(self, ref, cfg: MosaicBackwardConfig, w: int):
+  def __init__(self, ref, cfg: MosaicBackwardConfig, w: int, mbarriers):
     self.ref, self.w, self.c = ref, w, cfg.consumers
     self.first_id = fwd._BAR_TURN + cfg.consumers + cfg.num_stages
     assert self.first_id + 4 * self.c <= 16, cfg  # (config: num_stages=2)
     self.others = [o for o in range(self.c) if o != w]
+    self.mbarriers = mbarriers
 
   def _bar(self, op: str, owner: int, parity, free: bool):
-    fwd._named_barrier(op, self.first_id + 2 * (2 * owner + free) + parity,
-                       self.c * fwd._WG_THREADS)
+    i = 2 * (2 * owner + free) + parity
+    if self.mbarriers is None:
+      fwd._named_barrier(op, self.first_id + i, self.c * fwd._WG_THREADS)
+    elif op == "arrive":
+      plgpu.barrier_arrive(self.mbarriers.at[i])
+    else:
+      plgpu.barrier_wait(self.mbarriers.at[i])
 
   def put(self, i, parity, ds_t):
     """Store this consumer's dS^T rows of step i (once the others' dQ GEMMs
@@ -528,14 +531,18 @@ def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer):
   lax.cond(wg == c, producers, consumers)
 
 
-def _interpret_barriers(consumers: int, num_stages: int, split: bool):
+def _interpret_barriers(cfg: MosaicBackwardConfig):
   """Stand-ins for the named barriers of ``forward._Sync`` (and, with
-  split_head_dim, of ``_Exchange``)."""
-  split_bars = ((plgpu.Barrier(num_arrivals=consumers),  # consumers_meet
-                 plgpu.Barrier(num_barriers=4)) if split else ())  # _Exchange
-  return (plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),
-          plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),
-          plgpu.Barrier(num_barriers=consumers), *split_bars)
+  split_head_dim, of ``_Exchange``; in the fused kernel, of ``_DsTiles``)."""
+  c, stages = cfg.consumers, cfg.num_stages
+  pair_bars = ()
+  if cfg.split_head_dim or cfg.one_kernel:
+    pair_bars = (plgpu.Barrier(num_arrivals=c),  # consumers_meet
+                 plgpu.Barrier(num_barriers=4 if cfg.split_head_dim
+                               else 4 * c))  # _Exchange / _DsTiles
+  return (plgpu.Barrier(num_arrivals=c, num_barriers=stages),
+          plgpu.Barrier(num_arrivals=c, num_barriers=stages),
+          plgpu.Barrier(num_barriers=c), *pair_bars)
 
 
 # --------------------------------------------------------------------------
@@ -593,7 +600,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                        interpret_bars[4] if interpret else None,
                        group * n_steps)
     if fused:  # dS^T of the CTA [2, C * bk, bq]; dQ pieces [C, rows, cols]
-      ds_tiles = _DsTiles(extra_smem[0], cfg, w)
+      ds_tiles = _DsTiles(extra_smem[0], cfg, w,
+                          interpret_bars[4] if interpret else None)
       dq_smems = [ref.at[w] for ref in extra_smem[1:]]
       (dq_rows, dq_cols), dq_shape = _dq_share(cfg, head_dim, w)
       dq_zeros = plgpu.layout_cast(jnp.zeros(dq_shape, jnp.float32), _WGMMA)
@@ -613,8 +621,12 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
           smem[...] = word
         plgpu.commit_smem()
         for smem, ref in zip(dq_smems, dq_word_refs):
-          plgpu.copy_smem_to_gmem(smem, ref.at[b, rows, head, dq_cols],
-                                  reduction_op="add")
+          if interpret:  # its own slot of a [kv tiles, ...] array (no TMA
+            # reduce-add there); every step of a CTA writes other rows
+            plgpu.copy_smem_to_gmem(smem, ref.at[kt, b, rows, head, dq_cols])
+          else:
+            plgpu.copy_smem_to_gmem(smem, ref.at[b, rows, head, dq_cols],
+                                    reduction_op="add")
     kv.wait()
 
     def iota(dim):
@@ -948,7 +960,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   common = dict(spec=spec, scale=float(params.scale), cap=cap, cfg=cfg,
                 group=group, interpret=params.interpret, alibi=alibi)
   stages = cfg.num_stages
-  interp = (_interpret_barriers(c, stages, cfg.split_head_dim)
+  interp = (_interpret_barriers(cfg)
             if params.interpret else ())
 
   # dK, dV: kv tiles of a kv head launched together, ascending (causal: the
@@ -975,7 +987,11 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     if cfg.deterministic:
       f_scale = fixed_point_scale(do, delta, k, v, group)
       operands.append(f_scale)
-    dq_words = [jax.new_ref(jnp.zeros((b, tp, n, hp), dt)) for dt in words]
+    # Interpret mode simulates no TMA reduce-add: each kv tile writes its
+    # own slot, summed below (O(S / 128 x T) memory: tests only).
+    slots = (kv_tiles,) if params.interpret else ()
+    dq_words = [jax.new_ref(jnp.zeros((*slots, b, tp, n, hp), dt))
+                for dt in words]
     operands += dq_words
   dk, dv = _launch(
       functools.partial(_dkdv_kernel, **common), "pallas_flash_mosaic_dkdv",
@@ -989,6 +1005,8 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
       interpret=params.interpret)
   if cfg.one_kernel:
     dq = [ref[...] for ref in dq_words]
+    if params.interpret:  # (integer words: the same sums in any order)
+      dq = [x.sum(0, dtype=x.dtype) for x in dq]
     if cfg.deterministic:
       dq = from_fixed(*dq, f_scale.transpose(0, 2, 1)[..., None])
     else:
