@@ -108,9 +108,9 @@ def _scores(terms, interpret: bool, on_first=None, n_first: int = 1):
 
   ``on_first(acc)`` -> a tuple of ``n_first`` f32 tiles of the first
   accumulator's shape: run on it as soon as its wgmmas are done, while the
-  later ones are in flight (FA3 Sec. 3.2's intra-warpgroup overlap, in the backward: P from
-  S while the dP GEMM runs); its tiles replace the first result.  Without
-  it, all are awaited once."""
+  later ones are in flight (FA3 Sec. 3.2's intra-warpgroup overlap, in
+  the backward: P from S while the dP GEMM runs); its tiles replace the
+  first result.  Without it, all are awaited once."""
   def issue(refs):
     for ref, (products, _) in zip(refs, terms):
       for a, b in products:
@@ -634,7 +634,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 
     def step(j, carry, *, g, masked: bool):
       dk, dv, *prev = carry  # fused: (query tile, head) of step i - 1
-      slot = lax.rem(g * n_steps + j, stages)
+      i = g * n_steps + j  # the CTA's step
+      slot = lax.rem(i, stages)
       n = kvh * group + g
       qt = item.tile_of(j)
       q_rows = pl.ds(qt * bq, bq)
@@ -654,7 +655,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
           lse2 - ab.q_vec if s_fold else lse2, delta, (bk, bq), 1, scale, cap)
       if s_fold:
         s_init = s_init + ab.k_init(scale * _LOG2E)
-      first = None if xchg is None else g * n_steps + j == 0
+      first = None if xchg is None else i == 0
 
       def probs(s):  # -> (P^T, the soft-cap's tanh?)
         x, th, lse2_left = logits(s)
@@ -693,8 +694,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         sync.release(0, slot)
         return dk, dv
       p, th = (*p_th, None)[:2]
-
-      i = g * n_steps + j  # the CTA's step
       parity = lax.rem(i, 2)
 
       def ds_t():  # computed while the dV wgmma runs
@@ -727,9 +726,11 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       dv, dk, part = _accumulate((dv, dk, dq_zeros), (*products, dq_share),
                                  interpret)
       sync.release(0, slot)
-      # -- add step i - 1's share to the f32 dQ in HBM
-      pl.when(i >= 1)(lambda: ds_tiles.release(1 - parity))
-      pl.when(i >= 1)(lambda: add_dq(part, prev))
+
+      @pl.when(i >= 1)  # -- add step i - 1's share to dQ in HBM
+      def _():
+        ds_tiles.release(1 - parity)
+        add_dq(part, prev)
       return dk, dv, qt, n
 
     def head(g, carry):
@@ -862,11 +863,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         p_th, dp = _scores(((qo.products(0, k_smem), s_init_j),
                             (qo.products(1, v_smem), dp_init)), interpret,
                            on_first=probs, n_first=1 if cap is None else 2)
-        sync.release(1, slot)  # V read
       elif w == 0:  # S here, dP - delta from consumer 1
         (s,) = _scores(((qo.products(0, k_smem), s_init_j),), interpret)
-        sync.release(1, slot)  # V not read here
-        p_th = probs(s)
       else:  # dP - delta to consumer 0; dS back from it
         (dp,) = _scores(((qo.products(1, v_smem), dp_init),), interpret)
         sync.release(1, slot)  # V read
@@ -877,6 +875,9 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         xchg.release(1)
         sync.release(0, slot)  # K read
         return dq
+      sync.release(1, slot)  # V read
+      if xchg is not None:
+        p_th = probs(s)
       p, th = (*p_th, None)[:2]
       if xchg is not None:
         (dp,) = xchg.take(0, interpret)
