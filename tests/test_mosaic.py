@@ -517,8 +517,8 @@ def test_fused_fixed_point_backward_is_deterministic():
   for h, cfg in ((128, MosaicBackwardConfig(fused=True)),
                  (64, MosaicBackwardConfig(block_q_dkv=128, block_kv_dq=128,
                                            fused=True))):
-    c = B("fused determinism", b=2, t=2048, s=2048, n=4, k=2, h=h,
-          q_lengths=(2048, 0), config=cfg)
+    c = B("fused determinism", b=2, t=1024, s=1024, n=4, k=2, h=h,
+          q_lengths=(1024, 0), config=cfg)
     first = check_gradients(c, "mosaic", seed=5)
     second = check_gradients(c, "mosaic", seed=5)
     for a, b in zip(first, second):
@@ -545,8 +545,8 @@ def test_fixed_point_words_are_exact_and_order_free():
       b, n, t, s // 128, 128, h).sum(4)  # [B, N, T, tiles, H]
   f = mosaic_backward.fixed_point_scale(do, delta, k, v, n // kh)
   scaled = partials * f[..., None, None]
-  assert float(jnp.max(jnp.abs(scaled))) < 2.0 ** 45
-  assert float(jnp.max(jnp.abs(scaled))) > 2.0 ** 30  # bits not wasted
+  assert float(jnp.max(jnp.abs(scaled))) < 2.0 ** 38
+  assert float(jnp.max(jnp.abs(scaled))) > 2.0 ** 24  # bits not wasted
   hi, lo = mosaic_backward.to_fixed(partials, f[..., None, None])
   order = np.random.default_rng(0).permutation(s // 128)
   sums = [(hi.sum(3), lo.sum(3)), (hi[:, :, :, order].sum(3),
