@@ -86,10 +86,6 @@ def check_supported(params: KernelParams, q, k, v) -> None:
         f"block_q_dkv={64 * cfg.consumers} (its dQ share splits by rows) or "
         "a head dim of 64 columns per consumer")
   kv_tiles = -(-k.shape[1] // (cfg.consumers * cfg.block_kv_dkv))
-  if cfg.one_kernel and cfg.deterministic and kv_tiles > _MAX_FIXED_ADDS:
-    raise NotImplementedError(
-        f"the fused deterministic backward adds at most {_MAX_FIXED_ADDS} "
-        f"fixed-point partials per dQ row (key length {k.shape[1]})")
   if cfg.smem_bytes(hp) > 227 * 1024:
     raise NotImplementedError(f"{cfg} needs {cfg.smem_bytes(hp)} bytes of "
                               f"shared memory at head_dim={hp}")
@@ -416,12 +412,12 @@ class _DsTiles:
         lambda: self._bar("sync", self.w, lax.rem(total - 2, 2), True))
 
 
-# Fixed-point dQ of the deterministic fused kernel: a row's partials times
-# a power of two F stay below 2^_FIXED_BITS; each is added as two int32
-# words, hi = round(x / 2^16) (|hi| <= 2^22) and lo = round(x - hi 2^16)
-# (|lo| <= 2^15), so the lo sums stay in range for up to 2^15 partials.
-_FIXED_BITS, _FIXED_LO = 38, 16
-_MAX_FIXED_ADDS = 2 ** 15
+# Fixed-point dQ of the deterministic fused kernel: a row's partial sums
+# times a power of two F stay below 2^_FIXED_BITS, and each partial is
+# added as one int32 word (integer adds: the same bits in any order; the
+# rounding of n partials adds at most n / 2 units, far below 2^31 - 2^30).
+# One word, not two: the TMA reduce-adds then move as many bytes as f32's.
+_FIXED_BITS, _FIXED_LO = 30, 8
 # v + 1.5 * 2^23 rounds an f32 |v| < 2^22 to an integer held in the low
 # mantissa bits: bits - bits(1.5 * 2^23) is that integer (no cvt
 # instructions, which run at a quarter of the FMA rate or less).
@@ -431,11 +427,11 @@ _MAGIC, _MAGIC_BITS = 1.5 * 2.0 ** 23, 0x4B400000
 def fixed_point_scale(d_out, delta, k, v, group: int):
   """[B, N, T] f32 powers of two F: F times any partial sum over keys of a
   row of dQ = dS K (Alg. 2 line 15, before the softmax scale) is below
-  2^38.  Bound: |sum_{j in J} dS_ij K_j| <= max|K| sum_j |dS_ij|, and
+  2^30.  Bound: |sum_{j in J} dS_ij K_j| <= max|K| sum_j |dS_ij|, and
   sum_j |dS_ij| = sum_j P_ij |dP_ij - delta_i| (a soft-cap's factor is
   <= 1) <= ||dO_i|| max_j ||V_j|| + |delta_i| since P_i is a distribution;
   2x slack for dS's bf16 rounding.  K, V: [B, S, K, H]; d_out [B, T, N, H];
-  delta [B, N, T].  38 bits: a partial is exact to 2^-39 of the bound."""
+  delta [B, N, T].  30 bits: a partial is exact to 2^-31 of the bound."""
   f32 = jnp.float32
   k_max = jnp.max(jnp.abs(k.astype(f32)), axis=(1, 3))  # [B, K]
   v_max = jnp.sqrt(jnp.max(jnp.sum(jnp.square(v.astype(f32)), -1), 1))
@@ -448,21 +444,20 @@ def fixed_point_scale(d_out, delta, k, v, group: int):
 
 
 def to_fixed(part, scale):
-  """(hi, lo) int32 words of part * scale: hi * 2^16 + lo equals it to
-  half a unit; ``scale`` broadcast to part's shape, a power of two.  Every
-  step is exact in f32 but lo's rounding: x / 2^16 and x - hi 2^16 (a
-  multiple of x's ulp below 2^15 in magnitude)."""
+  """The int32 word round(part * scale); ``scale`` broadcast to part's
+  shape, a power of two, |part * scale| < 2^30.  Two magic roundings, no
+  cvt: hi = round(x / 2^8) (|hi| < 2^22), then the remainder x - hi 2^8
+  (exact: a multiple of x's ulp <= 2^7, at most 2^7 in magnitude)."""
   x = part * scale
   t_hi = x * 2.0 ** -_FIXED_LO + _MAGIC
   t_lo = (x - (t_hi - _MAGIC) * 2.0 ** _FIXED_LO) + _MAGIC
   word = lambda t: lax.bitcast_convert_type(t, jnp.int32) - _MAGIC_BITS
-  return word(t_hi), word(t_lo)
+  return word(t_hi) * 2 ** _FIXED_LO + word(t_lo)
 
 
-def from_fixed(hi, lo, scale):
+def from_fixed(word, scale):
   """Sums of ``to_fixed`` words -> f32 values."""
-  f32 = jnp.float32
-  return (hi.astype(f32) * 2.0 ** _FIXED_LO + lo.astype(f32)) / scale
+  return word.astype(jnp.float32) / scale
 
 
 def _dq_share(cfg: MosaicBackwardConfig, head_dim: int, w: int):
@@ -577,9 +572,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   slopes_ref = refs.pop(0) if alibi else None
   fold = alibi and fwd.folds_alibi(scale, cap)
   fused = cfg.one_kernel  # dQ by TMA reduce-add into refs' dQ words
-  fixed = fused and cfg.deterministic  # (fixed point: F [B, N, T], hi, lo)
+  fixed = fused and cfg.deterministic  # (fixed point: F [B, N, T], words)
   f_ref = refs.pop(0) if fixed else None
-  dq_word_refs = [refs.pop(0) for _ in range((1 + fixed) * fused)]
+  dq_word_refs = [refs.pop(0) for _ in range(fused)]
   dk_ref, dv_ref, smem, barriers = refs
   k_smems, v_smems, q_smems, do_smems, *extra_smem = smem
   k_bars, v_bars, q_bars, do_bars, *interpret_bars = barriers
@@ -629,7 +624,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         head, rows = prev[1], share_rows(prev)
         words = (part,)
         if fixed:
-          words = to_fixed(part, lax.broadcast_in_dim(f, dq_shape, [0]))
+          words = (to_fixed(part, lax.broadcast_in_dim(f, dq_shape, [0])),)
         plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last adds read
         for smem, word in zip(dq_smems, words):
           smem[...] = word
@@ -995,7 +990,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     smem.append(_Exchange.allocate((bk, bq), q.dtype, with_p=True))
   if cfg.one_kernel:  # dS^T tiles; dQ pieces and dQ in HBM: f32 or the
     # int32 words of fixed point
-    words = ((jnp.int32,) * 2) if cfg.deterministic else (jnp.float32,)
+    words = (jnp.int32,) if cfg.deterministic else (jnp.float32,)
     smem += [plgpu.SMEM((2, c * bk, bq), q.dtype, transforms=_TILED),
              *(plgpu.SMEM((c, *_dq_share(cfg, hp, 0)[1]), dt,
                           transforms=(plgpu.TilingTransform((8, 32)),
@@ -1024,10 +1019,9 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     dq = [ref[...] for ref in dq_words]
     if params.interpret:  # (integer words: the same sums in any order)
       dq = [x.sum(0, dtype=x.dtype) for x in dq]
+    (dq,) = dq
     if cfg.deterministic:
-      dq = from_fixed(*dq, f_scale.transpose(0, 2, 1)[..., None])
-    else:
-      (dq,) = dq
+      dq = from_fixed(dq, f_scale.transpose(0, 2, 1)[..., None])
     dq = (dq * params.scale).astype(q.dtype)
     return dq[:, :t, :, :h], dk[:, :s, :, :h], dv[:, :s, :, :h]
 

@@ -212,7 +212,7 @@ class MosaicBackwardConfig:
       (each consumer a column block of the CTA's share, or a row block
       where block_q_dkv = 64 * consumers, one step late) and adds it to dQ
       in HBM with TMA reduce-add.  With ``deterministic`` the adds are
-      integers (fixed point, two int32 words per element: sums in any
+      integers (fixed point, an int32 word per element: sums in any
       order give the same bits); without, f32.  Needs num_stages=2.
       False: dQ in its own kernel.
     deterministic: True (default): identical bits run to run (two kernels
@@ -287,11 +287,10 @@ class MosaicBackwardConfig:
       dq_tile = self.block_q_dq * self.block_kv_dq
       smem = max(dkdv * head_dim * itemsize + dkdv_tile * (4 + 2 * itemsize),
                  dq * head_dim * itemsize + dq_tile * (4 + itemsize)) + 1024
-    if self.one_kernel:  # 2 dS^T tiles of the CTA; dQ pieces: f32, or 2
-      # int32 words (fixed point)
-      words = 2 if self.deterministic else 1
+    if self.one_kernel:  # 2 dS^T tiles of the CTA; dQ pieces (f32 or
+      # fixed-point int32 words)
       smem += self.block_q_dkv * (2 * c * self.block_kv_dkv * itemsize
-                                  + head_dim * 4 * words)
+                                  + head_dim * 4)
     return smem
 
   @classmethod
