@@ -308,6 +308,12 @@ class MosaicBackwardConfig:
       steps were level (run 2: 386 vs 370, 354 vs 367, 408 vs 403; run 5:
       424 vs 429, 441 vs 450, 454 vs 451).
     * three stages: no gain (run 1; run 11 at d64: 320 vs 331, 297 vs 298).
+    * d64 since 2026-11-23: ``fused`` (one kernel, fixed-point dQ adds:
+      still bitwise deterministic).  Run 32 against the two kernels: S4k N
+      394 vs 378, S4k C 318 vs 317, S16k N 442 vs 403, S16k C 431 vs 390
+      (two-word magic rounding; one cvt since).  d128 stays two kernels:
+      fused fixed point 0.80 / 0.87x cuDNN at S4k N / S16k C (run 31)
+      against the two kernels' 0.89 / 0.89 (run 26).
     * head dims > 128: split_head_dim (the only register-feasible form),
       64-row tiles everywhere: a 64 x 256 row tile per CTA, 2 stages and the
       exchange tiles fill 224 of the 227 KiB of shared memory.  Run 14, d256
@@ -316,7 +322,7 @@ class MosaicBackwardConfig:
     """
     del causal
     if head_dim <= 64:
-      return cls(block_q_dkv=128, block_kv_dq=128)
+      return cls(block_q_dkv=128, block_kv_dq=128, fused=True)
     if head_dim > 128:
       return cls(split_head_dim=True)
     return cls()
