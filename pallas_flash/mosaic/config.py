@@ -310,8 +310,9 @@ class MosaicBackwardConfig:
     * three stages: no gain (run 1; run 11 at d64: 320 vs 331, 297 vs 298).
     * d64 since 2026-11-23: ``fused`` (one kernel, fixed-point dQ adds:
       still bitwise deterministic).  Run 32 against the two kernels: S4k N
-      394 vs 378, S4k C 318 vs 317, S16k N 442 vs 403, S16k C 431 vs 390
-      (two-word magic rounding; one cvt since).  d128 stays two kernels:
+      394 vs 378, S4k C 318 vs 317, S16k N 442 vs 403, S16k C 431 vs 390;
+      run 33 (one cvt per word): 388 / 324 / 440 / 441, cuDNN 398 / 328 /
+      436 / 420.  d128 stays two kernels:
       fused fixed point 0.80 / 0.87x cuDNN at S4k N / S16k C (run 31)
       against the two kernels' 0.89 / 0.89 (run 26).
     * head dims > 128: split_head_dim (the only register-feasible form),
