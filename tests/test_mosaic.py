@@ -629,8 +629,8 @@ def test_backward_lowers_for_cuda(monkeypatch, h, causal, config, extra):
 def test_public_path_lowers_for_cuda(monkeypatch, causal):
   """The whole default Hopper path, lowered for CUDA on any machine: dispatch
   (implementation=None), custom_vjp, the custom_partitioning of sharding.py,
-  the Mosaic forward and the Mosaic backward (GQA 4/2, d64, d128 and d256,
-  which takes the split_head_dim backward)."""
+  the Mosaic forward and the Mosaic backward (GQA 4/2, d64 (the fused
+  kernel), d128 and d256, which takes the split_head_dim backward)."""
   import pallas_flash as pf
   from pallas_flash import api
   monkeypatch.setattr(api, "_on_gpu", lambda: True)
@@ -645,6 +645,7 @@ def test_public_path_lowers_for_cuda(monkeypatch, causal):
     lowered = jax.jit(jax.grad(loss, (0, 1, 2))).trace(q, kv, kv).lower(
         lowering_platforms=("cuda",))
     text = lowered.as_text()
-    for kernel in ("pallas_flash_mosaic_fwd", "pallas_flash_mosaic_dkdv",
-                   "pallas_flash_mosaic_dq"):
+    for kernel in ("pallas_flash_mosaic_fwd", "pallas_flash_mosaic_dkdv"):
       assert kernel in text, (h, kernel)
+    # d64: one fused kernel (fixed-point dQ adds); else a dQ kernel too
+    assert ("pallas_flash_mosaic_dq" in text) == (h != 64), h
