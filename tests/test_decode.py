@@ -47,6 +47,14 @@ DECODE = [
     # trailing splits empty.
     Case("d_merge_chunks", b=2, t=4, s=150, n=4, k=1, h=128,
          kv_lengths=(150, 40), config=DecodeConfig(block_k=16, num_splits=9)),
+    # The same merged in a loop over the chunks (merge_unroll=False).
+    Case("d_merge_loop", b=2, t=4, s=150, n=4, k=1, h=128,
+         kv_lengths=(150, 40),
+         config=DecodeConfig(block_k=16, num_splits=9, merge_unroll=False)),
+    # 64 rows x 128 columns per split: one split per load, three loads issued
+    # together (kernel.MERGE_INFLIGHT), three such groups.
+    Case("d_merge_groups", b=1, t=16, s=150, n=4, k=1, h=128,
+         kv_lengths=(140,), config=DecodeConfig(block_k=16, num_splits=9)),
 ]
 
 

@@ -64,6 +64,9 @@ MIN_S_PER_T = 8
 _INTERPRET_CORES = 8  # SM count assumed off-GPU (interpret mode)
 # The merge holds the log-sum-exps of all splits of its rows in registers.
 MAX_SPLITS = 128
+# f32 per thread the unrolled merge loads before it uses any (``_merge_splits``;
+# 33 splits of 4 rows at d128 and 4 warps take 132).
+MERGE_INFLIGHT = 192
 # Shared memory for the pipelined K/V tiles: Triton keeps num_stages - 1
 # buffers of the [block_k, Hp] K and V tiles (bf16 d128, block_k 128,
 # 3 stages: 128 KiB, which ran on the H100).  block_k is halved until the
@@ -109,6 +112,8 @@ class DecodeConfig:
       together; off: splits vary fastest.  On by default: in an interleaved
       sweep on an H100 (``benchmarks/RESULTS.md``, decode run 3) it was 1.6%
       (32:1:32k), 5% (32:1:4k) and 9% (32:1:32k ragged) faster than off.
+    merge_unroll: the merge issues its partials' loads together (unrolled)
+      rather than one chunk of splits per loop step (``_merge_splits``).
   """
 
   block_k: int | None = None
@@ -120,6 +125,7 @@ class DecodeConfig:
   min_split_keys: int = 256
   full_grid_split_keys: int = 8192
   heads_first: bool = True
+  merge_unroll: bool = True
 
   def __post_init__(self):
     for name in ("block_k", "block_rows"):
@@ -133,8 +139,9 @@ class DecodeConfig:
         continue
       if not (isinstance(value, int) and value >= 1):
         raise ValueError(f"{name}={value!r} must be a positive int")
-    if not isinstance(self.heads_first, bool):
-      raise ValueError(f"heads_first={self.heads_first!r} must be a bool")
+    for name in ("heads_first", "merge_unroll"):
+      if not isinstance(getattr(self, name), bool):
+        raise ValueError(f"{name}={getattr(self, name)!r} must be a bool")
 
 
 def suits(t: int, s: int, spec: masks.MaskSpec, score_terms: bool) -> bool:
@@ -219,7 +226,8 @@ def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, shift_ref,
                    spec: masks.MaskSpec, scale: float, cap: float | None,
                    group: int, t: int, s: int, block_r: int, block_k: int,
                    head_dim: int, splits: int, page_size: int | None,
-                   interpret: bool, part_axis: int):
+                   interpret: bool, part_axis: int, num_warps: int,
+                   merge_unroll: bool):
   """One (row tile x split, batch, kv head) program.  ``table_ref`` is None
   unless paged; ``part_*`` and ``ticket_ref`` are None with one split."""
   rows = t * group
@@ -327,48 +335,67 @@ def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, shift_ref,
   @pl.when(ticket == splits - 1)
   def _merge():
     _merge_splits(part_o_ref, part_lse_ref, o_ref, lse_ref, r0=r0, rows=rows,
-                  block_r=block_r, head_dim=head_dim, splits=splits)
+                  block_r=block_r, head_dim=head_dim, splits=splits,
+                  num_warps=num_warps, unroll=merge_unroll)
 
 
 def _merge_splits(part_o_ref, part_lse_ref, o_ref, lse_ref, *, r0, rows: int,
-                  block_r: int, head_dim: int, splits: int):
+                  block_r: int, head_dim: int, splits: int, num_warps: int,
+                  unroll: bool):
   """Exact merge of one row tile's splits (the flash-decoding reduction):
-  ``out = sum_s w_s o_s / sum_s w_s``, ``w_s = exp2(lse2_s - max lse2)``.
+  ``out = sum_s w_s o_s / sum_s w_s``, ``w_s = exp2(lse2_s - m)``, m the
+  running max of the lse2 (FA-2's online rescaling, over chunks of splits).
 
   Reads the [splits, cr, Hp] f32 partials back in split order, ``chunk``
-  splits per load (<= 8192 f32 per program); cr = the tile's rows rounded up
-  to a power of two (4 for one token of 4 query heads per kv head, not the
-  16 of the dot).  Other programs wrote them: their release and this
-  program's acquire (the ticket) order those stores before these loads.
-  In a partly filled last row tile, rows >= R were never written: each row
-  merges on its own and those rows are not stored."""
+  splits per [chunk, cr, Hp] load (<= 8192 f32); cr = the tile's rows rounded
+  up to a power of two (4 for one token of 4 query heads per kv head, not the
+  16 of the dot).  ``unroll``: the chunks are unrolled and the loads of up to
+  ``MERGE_INFLIGHT`` f32 per thread are issued before any is used, so the
+  merge waits about one memory round trip instead of one per chunk (plus one
+  for a separate pass over the lse2); otherwise a loop over the chunks.
+  Other programs wrote the partials: their release and this program's
+  acquire (the ticket) order those stores before these loads.  In a partly
+  filled last row tile, rows >= R were never written: each row merges on
+  its own and those rows are not stored."""
   cr = min(block_r, pl.next_power_of_2(rows))
   hp = part_o_ref.shape[-1]
-  splits_p2 = pl.next_power_of_2(splits)
-  chunk = max(1, min(splits_p2, 8192 // (cr * hp)))
-  lse2 = plgpu.load(part_lse_ref.at[pl.ds(0, splits_p2), pl.ds(0, cr)],
-                    mask=(jnp.arange(splits_p2) < splits)[:, None],
-                    other=-jnp.inf)  # [splits_p2, cr]
-  m = jnp.max(lse2, axis=0)
-  m_safe = jnp.where(m == -jnp.inf, 0.0, m)
+  chunk = max(1, min(pl.next_power_of_2(splits), 8192 // (cr * hp)))
 
-  def body(c, carry):
-    acc, l = carry
-    first = c * chunk
-    ok = (first + jnp.arange(chunk) < splits)[:, None]
-    lse_c = plgpu.load(part_lse_ref.at[pl.ds(first, chunk), pl.ds(0, cr)],
-                       mask=ok, other=-jnp.inf)  # [chunk, cr]
-    o_c = plgpu.load(part_o_ref.at[pl.ds(first, chunk), pl.ds(0, cr), :],
-                     mask=ok[:, :, None], other=0.0)  # [chunk, cr, Hp]
+  def load(first, size):  # [size, cr] lse2 (-inf past splits), [size, cr, Hp]
+    ok = (first + jnp.arange(size) < splits)[:, None]
+    lse_c = plgpu.load(part_lse_ref.at[pl.ds(first, size), pl.ds(0, cr)],
+                       mask=ok, other=-jnp.inf)
+    o_c = plgpu.load(part_o_ref.at[pl.ds(first, size), pl.ds(0, cr), :],
+                     mask=ok[:, :, None], other=0.0)
+    return lse_c, o_c
+
+  def fold(carry, lse_c, o_c):
+    acc, l, m = carry
+    m_next = jnp.maximum(m, jnp.max(lse_c, axis=0))
+    m_safe = jnp.where(m_next == -jnp.inf, 0.0, m_next)
+    alpha = jnp.exp2(m - m_safe)  # 0 while no split had a key
     w = jnp.exp2(lse_c - m_safe[None, :])  # 0 for empty splits
-    return acc + jnp.sum(w[:, :, None] * o_c, axis=0), l + jnp.sum(w, axis=0)
+    return (acc * alpha[:, None] + jnp.sum(w[:, :, None] * o_c, axis=0),
+            l * alpha + jnp.sum(w, axis=0), m_next)
 
-  acc, l = lax.fori_loop(0, pl.cdiv(splits, chunk), body,
-                         (jnp.zeros((cr, hp), jnp.float32),
-                          jnp.zeros((cr,), jnp.float32)))
+  carry = (jnp.zeros((cr, hp), jnp.float32), jnp.zeros((cr,), jnp.float32),
+           jnp.full((cr,), -jnp.inf, jnp.float32))
+  if unroll:
+    starts = list(range(0, splits, chunk))
+    group = max(1, MERGE_INFLIGHT * 32 * num_warps // (chunk * cr * hp))
+    for g in range(0, len(starts), group):
+      parts = [load(f, min(chunk, pl.next_power_of_2(splits - f)))
+               for f in starts[g:g + group]]
+      for part in parts:
+        carry = fold(carry, *part)
+  else:
+    carry = lax.fori_loop(0, pl.cdiv(splits, chunk),
+                          lambda c, carry: fold(carry, *load(c * chunk, chunk)),
+                          carry)
+  acc, l, m = carry
   seen = l > 0
   l_safe = jnp.where(seen, l, 1.0)
-  lse = jnp.where(seen, (m_safe + jnp.log2(l_safe)) * tiles.LN2, jnp.inf)
+  lse = jnp.where(seen, (m + jnp.log2(l_safe)) * tiles.LN2, jnp.inf)
   tiles.store_rows(o_ref.at[pl.ds(0, cr), :], acc / l_safe[:, None], r0, cr,
                    rows, head_dim)
   plgpu.store(lse_ref.at[pl.ds(0, cr)], lse, mask=r0 + jnp.arange(cr) < rows)
@@ -421,7 +448,8 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
       _decode_kernel, spec=params.spec, scale=params.scale,
       cap=params.logits_soft_cap, group=group, t=t, s=s, block_r=block_r,
       block_k=block_k, head_dim=h, splits=splits, page_size=page_size,
-      interpret=params.interpret, part_axis=1 if cfg.heads_first else 0)
+      interpret=params.interpret, part_axis=1 if cfg.heads_first else 0,
+      num_warps=cfg.num_warps, merge_unroll=cfg.merge_unroll)
   row_tile = lambda i, bi, hi: (bi, hi, i // splits)
   out_specs = [  # final out [B, K, R, H] and lse [B, K, R]: one row tile
       spec((None, None, block_r, hp), lambda *g: (*row_tile(*g), 0)),
