@@ -44,26 +44,22 @@ _D = DecodeConfig()  # the tuned rule (kernel.launch)
 
 # Variants per regime (B1: B x K = 8 programs per split; B32: 256), each
 # list timed with the cell's peers; the tuned rule (``_D``) leads each list.
-# Run 5's sweeps (benchmarks/results/decode_2026-11-23b_h200/, configs in
-# their JSON) set the rule; run 6 (decode_2026-11-23c_h200) times the merge
-# loads unrolled (the default) against a loop over chunks, 3 stages, 32 (a
-# power of two: whole tiles per split, no padded merge loads) instead of 33
-# splits, 48 splits with 3 stages (3 programs per SM), block_k 32, 2 warps.
-B1 = [_D, DecodeConfig(merge_unroll=False), DecodeConfig(num_stages=3),
-      DecodeConfig(num_splits=32), DecodeConfig(num_splits=32, num_stages=3),
-      DecodeConfig(num_stages=3, merge_unroll=False),
-      DecodeConfig(num_splits=48, num_stages=3), DecodeConfig(block_k=32),
-      DecodeConfig(block_k=32, num_stages=3), DecodeConfig(num_warps=2)]
-B1_SHORT = [_D, DecodeConfig(merge_unroll=False), DecodeConfig(num_stages=3),
-            DecodeConfig(block_k=32), DecodeConfig(block_k=32, num_stages=3),
-            DecodeConfig(num_warps=2)]
-# Batch 32 with 2 splits: one merge load either way; the loop form checks
-# that the unrolled one costs nothing there.
-B32_MERGE = [_D, DecodeConfig(merge_unroll=False)]
+# Run 5's sweeps (benchmarks/results/decode_2026-11-23b_h200/) set block_k
+# and the split rule; run 6's (decode_2026-11-23c_h200/sweep/, every config
+# in its JSON, names relative to run 5's rule) timed the merge's loads
+# unrolled against a loop over chunks (a field since removed), 3 stages, 32
+# or 48 splits, block_k 32 and 2 warps, and set 3 stages.  The lists below
+# hold the rule's neighbours after run 6.
+B1 = [_D, DecodeConfig(num_stages=4), DecodeConfig(num_splits=32),
+      DecodeConfig(block_k=32), DecodeConfig(block_k=32, num_stages=4)]
+B1_SHORT = [_D, DecodeConfig(num_stages=4), DecodeConfig(block_k=32),
+            DecodeConfig(num_stages=2)]
+B32 = [_D, DecodeConfig(num_splits=1), DecodeConfig(num_splits=2),
+       DecodeConfig(num_splits=4)]
 PLAN = {"1:1:128k": (B1, ["cudnn"]), "1:1:32k": (B1, ["cudnn", "xla"]),
         "1:1:4k": (B1_SHORT, ["cudnn", "xla"]),
-        "32:1:32k ragged": (B32_MERGE, ["cudnn"]),
-        "32:16:32k": (B32_MERGE, ["cudnn"]), "32:1:32k": (B32_MERGE, ["cudnn"])}
+        "32:1:32k ragged": (B32, ["cudnn"]), "32:16:32k": (B32, ["cudnn"]),
+        "32:1:32k": (B32, ["cudnn"]), "32:1:4k": (B32, ["cudnn"])}
 # Extra entries with more calls per loop iteration (run 5: 1:1:4k with 16,
 # what the loop iteration costs); none in run 6.
 UNROLL_EXTRA = {}
