@@ -3,7 +3,8 @@
 # merge's loads unrolled, 3 stages at batch 1): the decode tests (slow
 # GPU-size ones included), the full decode_bench table (every cell, every
 # peer, per call and in-jit), then, if time is left, the batch-1 sweep
-# around the new rule (1:1:128k, 1:1:32k), in <= 410 s.
+# around the new rule (1:1:128k, 1:1:32k) until $END s (default 400; with
+# END=330 the sweep is skipped), in <= END + 10 s.
 # Run from the repository root:
 #   bash benchmarks/results/decode_2026-11-23c_h200/gpu_run.sh
 # Writes under $OUT (default /tmp/decode_out); prints the tables last.
@@ -27,7 +28,7 @@ timeout $((LEFT + 10)) python3 -m benchmarks.decode_bench --reps 5 --small-reps 
   --sample-s 0.03 --budget-s $((LEFT - 50)) --out "$OUT/bench" >> "$OUT/bench.log" 2>&1
 echo "bench rc $? ($((SECONDS - T0)) s)"
 
-LEFT=$((400 - (SECONDS - T0)))
+LEFT=$((${END:-400} - (SECONDS - T0)))
 if [ $LEFT -gt 40 ]; then
   timeout $((LEFT - 5)) python3 -m benchmarks.decode_sweep --cells 1:1:128k,1:1:32k \
     --budget-s $((LEFT - 30)) --hlo-cells none --out "$OUT/sweep_b1" > "$OUT/sweep_b1.log" 2>&1
