@@ -40,40 +40,29 @@ from pallas_flash.decode import DecodeConfig
 from benchmarks import decode_bench as db
 
 _D = DecodeConfig()  # the tuned rule (kernel.launch)
-# Run 4's defaults (block_k 128, 3 stages) beside which the variants were
-# timed; the split counts below are explicit except in cfg() itself.
-_RUN4 = dict(block_k=128, num_stages=3)
-
-
-def cfg(**kw) -> DecodeConfig:
-  return DecodeConfig(**{**_RUN4, **kw})
 
 
 # Variants per regime (B1: B x K = 8 programs per split; B32: 256), each
-# list timed with the cell's peers.  The first H200 sweep (results in
-# benchmarks/results/decode_2026-11-23b_h200/sweep/, configs in its JSON)
-# ran run 4's default in the first place (cfg() at batch 1,
-# cfg(num_splits=2) at batch 32) and other batch-1 variants; the tuned rule
-# now leads each list, and the batch-1 lists hold its neighbours.
-B1_SHORT = [_D, cfg(), cfg(num_splits=16, block_k=64), DecodeConfig(num_splits=8),
-            DecodeConfig(num_splits=32), DecodeConfig(num_stages=2),
-            DecodeConfig(block_k=32)]
-B1_LONG = [_D, cfg(), cfg(num_splits=64), cfg(num_splits=64, block_k=64, num_stages=4),
-           cfg(block_k=64), DecodeConfig(num_warps=8), DecodeConfig(num_splits=24),
-           DecodeConfig(num_splits=48), DecodeConfig(block_k=32)]
-B32 = [_D, cfg(num_splits=2), cfg(num_splits=1), cfg(num_splits=1, num_stages=2),
-       cfg(num_splits=1, num_warps=8), cfg(num_splits=1, block_k=64),
-       cfg(num_splits=1, block_k=64, num_stages=4), cfg(num_splits=2, block_k=64),
-       cfg(num_splits=2, num_stages=2), cfg(num_splits=4)]
-B32_LONG = [_D, cfg(num_splits=2), cfg(num_splits=1), cfg(num_splits=1, block_k=64),
-            cfg(num_splits=2, block_k=64), cfg(num_splits=1, num_stages=2)]
-PLAN = {"32:1:4k": (B32, ["cudnn"]), "1:1:128k": (B1_LONG, ["cudnn"]),
+# list timed with the cell's peers; the tuned rule (``_D``) leads each list.
+# Run 5's sweeps (benchmarks/results/decode_2026-11-23b_h200/) set block_k
+# and the split rule; run 6's (decode_2026-11-23c_h200/sweep/, every config
+# in its JSON, names relative to run 5's rule) timed the merge's loads
+# unrolled against a loop over chunks (a field since removed), 3 stages, 32
+# or 48 splits, block_k 32 and 2 warps, and set 3 stages.  The lists below
+# hold the rule's neighbours after run 6.
+B1 = [_D, DecodeConfig(num_stages=4), DecodeConfig(num_splits=32),
+      DecodeConfig(block_k=32), DecodeConfig(block_k=32, num_stages=4)]
+B1_SHORT = [_D, DecodeConfig(num_stages=4), DecodeConfig(block_k=32),
+            DecodeConfig(num_stages=2)]
+B32 = [_D, DecodeConfig(num_splits=1), DecodeConfig(num_splits=2),
+       DecodeConfig(num_splits=4)]
+PLAN = {"1:1:128k": (B1, ["cudnn"]), "1:1:32k": (B1, ["cudnn", "xla"]),
         "1:1:4k": (B1_SHORT, ["cudnn", "xla"]),
-        "32:1:32k ragged": (B32, ["cudnn"]), "32:1:32k": (B32, ["cudnn"]),
-        "1:1:32k": (B1_LONG, ["cudnn", "xla"]), "32:1:128k": (B32_LONG, ["cudnn"])}
-# Extra entries of 1:1:4k with 16 calls per loop iteration (the default 2
-# rounds up to 4 there, one per rotated copy): what the loop iteration costs.
-UNROLL_EXTRA = {"1:1:4k": 16}
+        "32:1:32k ragged": (B32, ["cudnn"]), "32:16:32k": (B32, ["cudnn"]),
+        "32:1:32k": (B32, ["cudnn"]), "32:1:4k": (B32, ["cudnn"])}
+# Extra entries with more calls per loop iteration (run 5: 1:1:4k with 16,
+# what the loop iteration costs); none in run 6.
+UNROLL_EXTRA = {}
 
 
 def config_name(c: DecodeConfig) -> str:

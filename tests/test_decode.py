@@ -42,11 +42,15 @@ DECODE = [
     Case("d_row_tiles_h40", b=1, t=9, s=70, n=4, k=1, h=40, causal=True,
          bottom_right=True, q_lengths=(8,),
          config=DecodeConfig(block_k=16, block_rows=16, num_splits=2)),
-    # 9 splits merged 4 at a time (16 rows x 128 columns per split): three
-    # chunks, the last one partly past the splits; short sequences leave
-    # trailing splits empty.
+    # 9 splits merged 4 at a time (16 rows x 128 columns per split): chunks
+    # of 4, 4 and 1 split, loaded together; short sequences leave trailing
+    # splits empty.
     Case("d_merge_chunks", b=2, t=4, s=150, n=4, k=1, h=128,
          kv_lengths=(150, 40), config=DecodeConfig(block_k=16, num_splits=9)),
+    # 64 rows x 128 columns per split: one split per load, three loads issued
+    # together (kernel.MERGE_INFLIGHT), three such groups.
+    Case("d_merge_groups", b=1, t=16, s=150, n=4, k=1, h=128,
+         kv_lengths=(140,), config=DecodeConfig(block_k=16, num_splits=9)),
 ]
 
 
@@ -89,9 +93,9 @@ def test_launch_rule(monkeypatch):
       cfg, **{"head_dim_padded": 128, "itemsize": 2, **kw})
   got = lambda c: (c.block_k, c.num_stages, c.num_splits)
   # B = 1, K = 8: 8 programs; splits fill 2 x 132 SMs, >= 256 keys each
-  assert got(launch(programs=8, s=131072)) == (64, 4, 33)
-  assert got(launch(programs=8, s=4096)) == (64, 4, 16)
-  assert got(launch(programs=8, s=256)) == (64, 4, 1)
+  assert got(launch(programs=8, s=131072)) == (64, 3, 33)
+  assert got(launch(programs=8, s=4096)) == (64, 3, 16)
+  assert got(launch(programs=8, s=256)) == (64, 3, 1)
   # B = 32, K = 8: 256 programs cover the SMs; splits need >= 8192 keys
   assert got(launch(programs=256, s=4096)) == (128, 2, 1)
   assert got(launch(programs=256, s=32768)) == (128, 3, 2)
@@ -104,7 +108,7 @@ def test_launch_rule(monkeypatch):
                     s=4096))[2] == kernel.MAX_SPLITS
   # f32 d256: block_k halves until the K/V stages fit SMEM_BUDGET
   c = launch(programs=8, s=4096, head_dim_padded=256, itemsize=4)
-  assert 6 * c.block_k * 256 * 4 <= kernel.SMEM_BUDGET and c.block_k == 16
+  assert 4 * c.block_k * 256 * 4 <= kernel.SMEM_BUDGET and c.block_k == 32
 
 
 def _paged_inputs(b, t, n, kh, h, page_size, max_pages, num_pages, dtype, seed=0):

@@ -62,8 +62,11 @@ from pallas_flash.triton.forward import kv_tile_loops
 MAX_T = 64
 MIN_S_PER_T = 8
 _INTERPRET_CORES = 8  # SM count assumed off-GPU (interpret mode)
-# The merge holds the log-sum-exps of all splits of its rows in registers.
+# Most splits per (batch, kv head, row tile): the merge reads them all back.
 MAX_SPLITS = 128
+# f32 per thread the merge loads before it uses any (``_merge_splits``; 33
+# splits of 4 rows at d128 and 4 warps take 132).
+MERGE_INFLIGHT = 192
 # Shared memory for the pipelined K/V tiles: Triton keeps num_stages - 1
 # buffers of the [block_k, Hp] K and V tiles (bf16 d128, block_k 128,
 # 3 stages: 128 KiB, which ran on the H100).  block_k is halved until the
@@ -94,8 +97,8 @@ class DecodeConfig:
     block_rows: most query rows (G * T, padded to a power of two >= 16) per
       program; more rows are split into row tiles that each re-read K/V.
     num_warps, num_stages: launch parameters (stages = Triton's software
-      pipelining depth of the K/V loads); ``num_stages`` None: 4 with fewer
-      programs than SMs, 2 with one split, else 3.
+      pipelining depth of the K/V loads); ``num_stages`` None: 2 with one
+      split when the programs alone cover the SMs, else 3.
     num_splits: K/V splits per (batch, kv head, row tile), at most
       ``MAX_SPLITS`` = 128 and one per K/V tile; ``None`` chooses
       ``ceil(waves * SMs / programs)``, at most one split per
@@ -159,21 +162,20 @@ def sm_count() -> int:
 
 
 # The rule of ``launch`` (block_k, stages, splits from B x K x row tiles,
-# S and the SM count), from the in-jit sweep on an H200 (2026-11-23,
-# benchmarks/results/decode_2026-11-23b_h200/sweep/, bf16 N32/K8 d128, in-jit
-# time per call, ratios to cuDNN in the same process):
-# * few programs (B = 1: 8 < 132 SMs; the splits fill the GPU): block_k 64,
-#   4 stages at the default 33 splits was the fastest variant at 1:1:32k
-#   (43.1 us, 1.08x cuDNN; block_k 128 / 3 stages 46.1) and 1:1:128k (135.0,
-#   1.04x; 137.1), block_k 64 with 16 splits at 1:1:4k (12.4 against 13.3
-#   us).  More splits were slower: 64 or 128 splits 0.67-0.98x cuDNN at 32k
-#   and 128k.  (Our reading, not measured: by the ``SMEM_BUDGET`` estimate
-#   the tiles take 96 KiB, so two programs fit on an SM and the 264 run in
-#   one wave; block_k 128 with 3 stages takes 128 KiB, one per SM.)  In the
-#   confirmation run (benchmarks/RESULTS.md, decode run 5) the rule read
-#   1.04x / 1.09x / 1.03x the best peer at 1:1:4k / 32k / 128k; its second
-#   sweep had 3 stages 2-4% faster than 4 at 1:1:4k and 1:1:128k (not
-#   adopted: the 32k cell and the table were not run with 3).
+# S and the SM count), from in-jit sweeps on an H200 (2026-11-23, bf16
+# N32/K8 d128, in-jit time per call, ratios to cuDNN in the same process;
+# run 5: benchmarks/results/decode_2026-11-23b_h200/, run 6: ..._23c_h200/):
+# * few programs (B = 1: 8 < 132 SMs; the splits fill the GPU): block_k 64
+#   at the default 33 splits.  Run 5: block_k 64 / 4 stages 43.1 us at
+#   1:1:32k (1.08x cuDNN; block_k 128 / 3 stages 46.1) and 135.0 at 1:1:128k
+#   (1.04x; 137.1); 64 or 128 splits 0.67-0.98x cuDNN.  Run 6 (merge loads
+#   unrolled): 3 stages the fastest of the block_k 64 variants in all three
+#   batch-1 cells, 11.1 / 41.3 / 132.1 us at 4k / 32k / 128k against 11.6 /
+#   42.1 / 133.9 with 4; 32 splits (whole tiles per split) 132.4, 48 splits
+#   with 3 stages (three programs per SM) 136.0, 2 warps 134.6, block_k 32
+#   132.3-133.0 at 128k (40.8-41.5 at 32k).  (Our reading, not measured: by
+#   the ``SMEM_BUDGET`` estimate 3 stages of block_k 64 take 64 KiB and the
+#   264 programs run in one wave, two or three per SM.)
 # * programs >= SMs (B = 32: 256): a split only where each gets >= 8192 keys
 #   (``full_grid_split_keys``): at 32:1:4k one split read 1.02-1.05x cuDNN
 #   and two 0.88-0.93x; at 32k two splits (the waves rule) 1.02x on the full
@@ -181,7 +183,7 @@ def sm_count() -> int:
 #   splits 1.02x, one 1.01x.  One split: 2 stages (block_k 128), 130.5 us at
 #   32:1:4k against 133.4 with 3 (and 988 against 988-1000 us at 32:1:32k).
 #   The crossover between 4k and 32k keys was not measured; confirmation
-#   run: 1.04x at 32:1:4k, 1.01x / 1.02x at 32k / 128k, 1.17x ragged.
+#   run 5: 1.04x at 32:1:4k, 1.01x / 1.02x at 32k / 128k, 1.17x ragged.
 def num_splits(cfg: DecodeConfig, *, programs: int, s: int) -> int:
   """K/V splits so that ``programs * splits`` fills the GPU ``waves`` times,
   each split ``min_split_keys`` keys or more; when the programs alone cover
@@ -206,7 +208,7 @@ def launch(cfg: DecodeConfig, *, programs: int, s: int, head_dim_padded: int,
   block_k = max(16, min(cfg.block_k or (64 if few else 128), pl.next_power_of_2(s)))
   cfg = dataclasses.replace(cfg, block_k=block_k)
   splits = num_splits(cfg, programs=programs, s=s)
-  stages = cfg.num_stages or (4 if few else 2 if splits == 1 else 3)
+  stages = cfg.num_stages or (2 if splits == 1 and not few else 3)
   buffers = 2 * max(stages - 1, 1)  # K and V tiles per stage
   while block_k > 16 and buffers * block_k * head_dim_padded * itemsize > SMEM_BUDGET:
     block_k //= 2
@@ -219,7 +221,7 @@ def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, shift_ref,
                    spec: masks.MaskSpec, scale: float, cap: float | None,
                    group: int, t: int, s: int, block_r: int, block_k: int,
                    head_dim: int, splits: int, page_size: int | None,
-                   interpret: bool, part_axis: int):
+                   interpret: bool, part_axis: int, num_warps: int):
   """One (row tile x split, batch, kv head) program.  ``table_ref`` is None
   unless paged; ``part_*`` and ``ticket_ref`` are None with one split."""
   rows = t * group
@@ -327,48 +329,61 @@ def _decode_kernel(q_ref, k_ref, v_ref, q_len_ref, kv_len_ref, shift_ref,
   @pl.when(ticket == splits - 1)
   def _merge():
     _merge_splits(part_o_ref, part_lse_ref, o_ref, lse_ref, r0=r0, rows=rows,
-                  block_r=block_r, head_dim=head_dim, splits=splits)
+                  block_r=block_r, head_dim=head_dim, splits=splits,
+                  num_warps=num_warps)
 
 
 def _merge_splits(part_o_ref, part_lse_ref, o_ref, lse_ref, *, r0, rows: int,
-                  block_r: int, head_dim: int, splits: int):
+                  block_r: int, head_dim: int, splits: int, num_warps: int):
   """Exact merge of one row tile's splits (the flash-decoding reduction):
-  ``out = sum_s w_s o_s / sum_s w_s``, ``w_s = exp2(lse2_s - max lse2)``.
+  ``out = sum_s w_s o_s / sum_s w_s``, ``w_s = exp2(lse2_s - m)``, m the
+  running max of the lse2 (FA-2's online rescaling, over chunks of splits).
 
   Reads the [splits, cr, Hp] f32 partials back in split order, ``chunk``
-  splits per load (<= 8192 f32 per program); cr = the tile's rows rounded up
-  to a power of two (4 for one token of 4 query heads per kv head, not the
-  16 of the dot).  Other programs wrote them: their release and this
-  program's acquire (the ticket) order those stores before these loads.
-  In a partly filled last row tile, rows >= R were never written: each row
-  merges on its own and those rows are not stored."""
+  splits per [chunk, cr, Hp] load (<= 8192 f32); cr = the tile's rows rounded
+  up to a power of two (4 for one token of 4 query heads per kv head, not the
+  16 of the dot).  The chunks are unrolled and the loads of up to
+  ``MERGE_INFLIGHT`` f32 per thread are issued before any is used, so the
+  merge waits about one memory round trip, not one per chunk plus one for a
+  pass over the lse2 (run 6: 1.1 us less at 1:1:128k, 1.2 at 1:1:32k).
+  Other programs wrote the partials: their release and this program's
+  acquire (the ticket) order those stores before these loads.  In a partly
+  filled last row tile, rows >= R were never written: each row merges on
+  its own and those rows are not stored."""
   cr = min(block_r, pl.next_power_of_2(rows))
   hp = part_o_ref.shape[-1]
-  splits_p2 = pl.next_power_of_2(splits)
-  chunk = max(1, min(splits_p2, 8192 // (cr * hp)))
-  lse2 = plgpu.load(part_lse_ref.at[pl.ds(0, splits_p2), pl.ds(0, cr)],
-                    mask=(jnp.arange(splits_p2) < splits)[:, None],
-                    other=-jnp.inf)  # [splits_p2, cr]
-  m = jnp.max(lse2, axis=0)
-  m_safe = jnp.where(m == -jnp.inf, 0.0, m)
+  chunk = max(1, min(pl.next_power_of_2(splits), 8192 // (cr * hp)))
 
-  def body(c, carry):
-    acc, l = carry
-    first = c * chunk
-    ok = (first + jnp.arange(chunk) < splits)[:, None]
-    lse_c = plgpu.load(part_lse_ref.at[pl.ds(first, chunk), pl.ds(0, cr)],
-                       mask=ok, other=-jnp.inf)  # [chunk, cr]
-    o_c = plgpu.load(part_o_ref.at[pl.ds(first, chunk), pl.ds(0, cr), :],
-                     mask=ok[:, :, None], other=0.0)  # [chunk, cr, Hp]
+  def load(first, size):  # [size, cr] lse2 (-inf past splits), [size, cr, Hp]
+    ok = (first + jnp.arange(size) < splits)[:, None]
+    lse_c = plgpu.load(part_lse_ref.at[pl.ds(first, size), pl.ds(0, cr)],
+                       mask=ok, other=-jnp.inf)
+    o_c = plgpu.load(part_o_ref.at[pl.ds(first, size), pl.ds(0, cr), :],
+                     mask=ok[:, :, None], other=0.0)
+    return lse_c, o_c
+
+  def fold(carry, lse_c, o_c):
+    acc, l, m = carry
+    m_next = jnp.maximum(m, jnp.max(lse_c, axis=0))
+    m_safe = jnp.where(m_next == -jnp.inf, 0.0, m_next)
+    alpha = jnp.exp2(m - m_safe)  # 0 while no split had a key
     w = jnp.exp2(lse_c - m_safe[None, :])  # 0 for empty splits
-    return acc + jnp.sum(w[:, :, None] * o_c, axis=0), l + jnp.sum(w, axis=0)
+    return (acc * alpha[:, None] + jnp.sum(w[:, :, None] * o_c, axis=0),
+            l * alpha + jnp.sum(w, axis=0), m_next)
 
-  acc, l = lax.fori_loop(0, pl.cdiv(splits, chunk), body,
-                         (jnp.zeros((cr, hp), jnp.float32),
-                          jnp.zeros((cr,), jnp.float32)))
+  carry = (jnp.zeros((cr, hp), jnp.float32), jnp.zeros((cr,), jnp.float32),
+           jnp.full((cr,), -jnp.inf, jnp.float32))
+  starts = list(range(0, splits, chunk))
+  group = max(1, MERGE_INFLIGHT * 32 * num_warps // (chunk * cr * hp))
+  for g in range(0, len(starts), group):
+    parts = [load(f, min(chunk, pl.next_power_of_2(splits - f)))
+             for f in starts[g:g + group]]
+    for part in parts:
+      carry = fold(carry, *part)
+  acc, l, m = carry
   seen = l > 0
   l_safe = jnp.where(seen, l, 1.0)
-  lse = jnp.where(seen, (m_safe + jnp.log2(l_safe)) * tiles.LN2, jnp.inf)
+  lse = jnp.where(seen, (m + jnp.log2(l_safe)) * tiles.LN2, jnp.inf)
   tiles.store_rows(o_ref.at[pl.ds(0, cr), :], acc / l_safe[:, None], r0, cr,
                    rows, head_dim)
   plgpu.store(lse_ref.at[pl.ds(0, cr)], lse, mask=r0 + jnp.arange(cr) < rows)
@@ -421,7 +436,8 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
       _decode_kernel, spec=params.spec, scale=params.scale,
       cap=params.logits_soft_cap, group=group, t=t, s=s, block_r=block_r,
       block_k=block_k, head_dim=h, splits=splits, page_size=page_size,
-      interpret=params.interpret, part_axis=1 if cfg.heads_first else 0)
+      interpret=params.interpret, part_axis=1 if cfg.heads_first else 0,
+      num_warps=cfg.num_warps)
   row_tile = lambda i, bi, hi: (bi, hi, i // splits)
   out_specs = [  # final out [B, K, R, H] and lse [B, K, R]: one row tile
       spec((None, None, block_r, hp), lambda *g: (*row_tile(*g), 0)),
