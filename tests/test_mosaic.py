@@ -42,6 +42,9 @@ CASES = [
     M("alibi persistent, softmax overlap, lengths", b=2, t=256, s=256,
       alibi=True, q_lengths=(256, 100), kv_lengths=(200, 256),
       config=MosaicConfig(persistent=True, overlap_softmax=True)),
+    # Non-causal ALiBi: key tiles left of, across and right of the diagonal
+    # in their three loops (mosaic.forward.alibi_split).
+    M("alibi non-causal, tiles on both sides", t=400, s=600, alibi=True),
     M("d128 causal", h=128, causal=True),
     M("d256", h=256, t=128, s=192),
     M("ragged T97 S130", t=97, s=130),
@@ -389,6 +392,7 @@ BACKWARD = [
       causal=True, bottom_right=True, alibi=True),
     B("bwd alibi d256 (split head dim) lengths", b=2, n=2, k=1, h=256, t=80,
       s=100, alibi=True, kv_lengths=(100, 37)),
+    B("bwd alibi non-causal, tiles on both sides", t=300, s=400, alibi=True),
     # The fused kernel (interpret mode: each kv tile writes its own dQ slot
     # instead of the TMA reduce-add); GQA carries the lagged dQ share
     # across the head loop.

@@ -635,7 +635,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     def iota(dim):
       return plgpu.broadcasted_iota(jnp.int32, (bk, bq), dim, layout=_WGMMA)
 
-    def step(j, carry, *, g, masked: bool):
+    def step(j, carry, *, g, masked: bool, side=None):
       dk, dv, *prev = carry  # fused: (query tile, head) of step i - 1
       i = g * n_steps + j  # the CTA's step
       slot = lax.rem(i, stages)
@@ -655,11 +655,12 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       s_fold = fold and has_s
       if alibi and has_s:  # folded: its linear part is in S^T's init
         ab = fwd.AlibiTile(slopes_ref[b, n], item.offset, qt * bq, kv_base,
-                           (bk, bq), 1, spec.is_causal)
+                           (bk, bq), 1, spec.is_causal, side=side)
       s_init, dp_init, logits = _row_terms(
           lse2 - ab.q_vec if s_fold else lse2, delta, (bk, bq), 1, scale, cap)
-      if s_fold:
-        s_init = s_init + ab.k_init(scale * _LOG2E)
+      k_init = ab.k_init(scale * _LOG2E) if s_fold else None
+      if k_init is not None:
+        s_init = s_init + k_init
       first = None if xchg is None else i == 0
 
       def probs(s):  # -> (P^T, the soft-cap's tanh?)
@@ -738,8 +739,15 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         add_dq(part, prev, f_prev)
       return dk, dv, qt, n
 
+    # Non-causal folded ALiBi: query tiles right of, across and left of
+    # the diagonal in three loops (``fwd.alibi_split``)
+    alibi_tiles = (fwd.alibi_split(kv_base, kv_base + bk - 1, item.offset,
+                                   bq, False)
+                   if fold and not spec.is_causal else None)
+
     def head(g, carry):
-      return fwd.run_steps(item, functools.partial(step, g=g), carry)
+      return fwd.run_steps(item, functools.partial(step, g=g), carry,
+                           alibi_tiles)
 
     carry = (zeros, zeros, *((jnp.int32(0),) * 2 if fused else ()))
     if group == 1:
@@ -837,17 +845,18 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                        interpret_bars[4] if interpret else None, item.n_steps)
     qo.wait()
 
-    def step(j, dq, *, masked: bool):
+    def step(j, dq, *, masked: bool, side=None):
       slot = lax.rem(j, stages)
       ki = item.tile_of(j)
       k_smem, v_smem = k_smems.at[slot], v_smems.at[slot]
       s_init_j = s_init
       if alibi and (xchg is None or w == 0):  # folded: in S's init
         ab = fwd.AlibiTile(slope2, item.offset, q_base, ki * bk, (bq, bk), 0,
-                           spec.is_causal)
-        if fold:
-          s_init_j = (_row_terms(lse_rows - ab.q_vec, delta, (bq, bk), 0,
-                                 scale, cap)[0] + ab.k_init(scale * _LOG2E))
+                           spec.is_causal, side=side)
+        k_init = ab.k_init(scale * _LOG2E) if fold else None
+        if k_init is not None:
+          s_init_j = _row_terms(lse_rows - ab.q_vec, delta, (bq, bk), 0,
+                                scale, cap)[0] + k_init
       plgpu.barrier_wait(k_bars.at[slot])
       plgpu.barrier_wait(v_bars.at[slot])
 
@@ -895,7 +904,10 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       sync.release(0, slot)  # K read
       return dq
 
-    dq = fwd.run_steps(item, step, dq)
+    alibi_tiles = (fwd.alibi_split(q_base, q_base + bq - 1, item.offset, bk,
+                                   True)
+                   if fold and not spec.is_causal else None)
+    dq = fwd.run_steps(item, step, dq, alibi_tiles)
     # -- epilogue: Q is no longer read (every wgmma was awaited;
     # split_head_dim: by any consumer)
     if xchg is not None:

@@ -235,17 +235,36 @@ class _Item:
                   self.full_first + (j - self.n_masked)))
 
 
-def run_steps(item: _Item, step, carry):
+def run_steps(item: _Item, step, carry, alibi_tiles=None):
   """The item's steps in its visiting order (``_Item``): masked edge tiles
-  and plain full tiles, ``step(j, carry, masked=...)``."""
+  and plain full tiles, ``step(j, carry, masked=...)``.
+
+  ``alibi_tiles`` (non-causal ALiBi, ``alibi_split``): (t_a, t_b, side_a,
+  side_b): plain tiles below t_a lie on side side_a of the diagonal, those
+  from t_b on side side_b, those between straddle it; each of the three
+  runs its own loop and ``step`` gets ``side=`` (side_a, 0, side_b; None on
+  masked steps), so a loop's tiles need no per-tile branch on their side."""
   masked_step = functools.partial(step, masked=True)
   plain_step = functools.partial(step, masked=False)
-  if item.masked_first:
-    carry = lax.fori_loop(0, item.n_masked, masked_step, carry)
-    return lax.fori_loop(item.n_masked, item.n_steps, plain_step, carry)
-  carry = lax.fori_loop(0, item.n_lead, masked_step, carry)
-  carry = lax.fori_loop(item.n_lead, item.n_full_end, plain_step, carry)
-  return lax.fori_loop(item.n_full_end, item.n_steps, masked_step, carry)
+  if alibi_tiles is not None:
+    masked_step = functools.partial(masked_step, side=None)
+  if item.masked_first:  # plain steps [lo, hi) visit full_first.. in order
+    lo, hi = item.n_masked, item.n_steps
+    before, after = [(0, lo, masked_step)], []
+  else:
+    lo, hi = item.n_lead, item.n_full_end
+    before, after = [(0, lo, masked_step)], [(hi, item.n_steps, masked_step)]
+  plain = [(lo, hi, plain_step)]
+  if alibi_tiles is not None:
+    t_a, t_b, side_a, side_b = alibi_tiles
+    j_a = jnp.minimum(jnp.maximum(lo + t_a - item.full_first, lo), hi)
+    j_b = jnp.minimum(jnp.maximum(lo + t_b - item.full_first, j_a), hi)
+    plain = [(lo, j_a, functools.partial(plain_step, side=side_a)),
+             (j_a, j_b, functools.partial(plain_step, side=0)),
+             (j_b, hi, functools.partial(plain_step, side=side_b))]
+  for a, b, body in before + plain + after:
+    carry = lax.fori_loop(a, b, body, carry)
+  return carry
 
 
 def mask_refs(spec: masks.MaskSpec, refs):
@@ -322,11 +341,11 @@ class AlibiTile:
   2.  fixed_axis=1 (axis 1's vector the same on every step): the compiler
   keeps it out of the loop, in registers.  fixed_axis=0: axis 1's vector is
   recomputed each step from the loop's tile start (an add, a conversion and
-  a multiply per value).  The causal forward takes 0: with 1 ptxas spilled
-  532 bytes there, with 0 144 (d128; the non-causal forward 172 / 224, the
-  dK/dV kernel 196 / 192 causal and 228 / 148 non-causal; H100 ALiBi run A1),
-  and the other kernels, whose ALiBi / no-bias speed fell with 0 (run A1
-  against run 23), take 1.
+  a multiply per value).  The forward takes 0 on tiles of a static side
+  +-1 (causal: with 1 ptxas spilled 532 bytes, with 0 144, H100 ALiBi run
+  A1; the non-causal split loops: S4k N ALiBi / no-bias fwd+bwd 0.97 with
+  0, 0.91 with 1, run A3), the other kernels and tiles 1 (run A1 against
+  run 23: the backward's ALiBi / no-bias speed fell with 0).
 
   Where every pair of the tile lies on one side of the diagonal
   (``masks.alibi_side``; under ``causal`` masking every visible pair does)
@@ -334,13 +353,15 @@ class AlibiTile:
   the kernels add q_vec to a per-row term they have anyway (the forward's
   running max, the backward's lse) and start the S GEMM's accumulator at
   ``k_init`` (as the backward's ``_row_terms`` do), so such a tile costs
-  no work per score.  ``straddle`` (a traced bool; None under causal
-  masking): the diagonal crosses the tile, whose q_vec and k_vec are then
-  0 and whose scores need ``add_rest`` (element-wise, ``full``).
+  no work per score.  Where the diagonal crosses the tile its q_vec and
+  k_vec are 0 and its scores need ``add_rest`` (element-wise, ``full``).
+  ``side``: the tile's side when the caller knows it statically (a Python
+  int: 1 under causal masking, else from the loops of ``alibi_split``);
+  None: traced (``masks.alibi_side``), and ``add_rest`` branches on it.
   """
 
   def __init__(self, slope2, offset, q_start, k_start, shape, q_dim: int,
-               causal: bool, fixed_axis: int = 1):
+               causal: bool, fixed_axis: int = 1, side: int | None = None):
     self.slope2, self.shape, self.q_dim = slope2, shape, q_dim
     n_q, n_k = shape[q_dim], shape[1 - q_dim]
     origin = q_start + offset if fixed_axis == q_dim else k_start
@@ -353,11 +374,11 @@ class AlibiTile:
                                                          1 - q_dim))
     self.row, self.col = masks.alibi_terms(slope2, *self._pos, 0)
     if causal:
-      self.side, self.straddle = 1, None
-    else:
-      self.side = masks.alibi_side(q_start, q_start + n_q - 1, k_start,
-                                   k_start + n_k - 1, offset)
-      self.straddle = self.side == 0
+      side = 1
+    # static: a Python int (causal masking, or the loops of ``alibi_split``)
+    self.static = side is not None
+    self.side = side if self.static else masks.alibi_side(
+        q_start, q_start + n_q - 1, k_start, k_start + n_k - 1, offset)
     self.q_vec, self.k_vec = masks.alibi_linear(self.side, self.row, self.col)
 
   def _bcast(self, x, dim):
@@ -372,19 +393,42 @@ class AlibiTile:
 
   def k_init(self, c: float):
     """The S accumulator's share of the linear part: with it, c * acc is
-    c * S + bcast(k_vec).  (k_vec / c with the scalar factors, the side's
-    sign and slope2 / c, multiplied first: one multiply per key.)"""
-    _, coef = masks.alibi_linear(self.side, 0.0, self.slope2 * (1.0 / c))
-    _, col = masks.alibi_terms(coef, *self._pos, 0)
+    c * S + bcast(k_vec); None where that is zero (a static straddling
+    tile).  Static side: side * slope2 / c times the positions, one
+    multiply per key.  Traced: k_vec / c, from the products that ``full``
+    uses as well (slope2 / c first, the non-causal forward spilled 424
+    bytes instead of 172, the dK/dV kernel 344 instead of 228; H100 ALiBi
+    run A2)."""
+    if not self.static:
+      return self._bcast(self.k_vec * (1.0 / c), 1 - self.q_dim)
+    if self.side == 0:
+      return None
+    _, col = masks.alibi_terms(self.slope2 * (self.side / c), *self._pos, 0)
     return self._bcast(col, 1 - self.q_dim)
 
   def add_rest(self, acc, c: float):
     """acc (c * acc the base-2 logits) plus what ``k_init`` and q_vec
     leave out: ``full() / c`` on a straddling tile, else nothing."""
-    if self.straddle is None:
-      return acc
-    return lax.cond(self.straddle, lambda a: a + self.full() * (1.0 / c),
-                    lambda a: a, acc)
+    add = lambda a: a + self.full() * (1.0 / c)
+    if self.static:
+      return add(acc) if self.side == 0 else acc
+    return lax.cond(self.side == 0, add, lambda a: a, acc)
+
+
+def alibi_split(first, last, offset, block: int, loop_over_keys: bool):
+  """``run_steps``'s ``alibi_tiles`` for a loop over tiles of ``block``
+  keys (``loop_over_keys``) against query rows [first, last], or over
+  tiles of ``block`` query rows against keys [first, last]: key tile t
+  lies left of the diagonal (side 1, ``masks.alibi_side``) iff
+  t * block + block - 1 <= first + offset, right of it (-1) iff
+  t * block >= last + offset; query tiles mirror this.  Tiles from 0."""
+  if loop_over_keys:
+    d_a, d_b, sides = first + offset + 1, last + offset, (1, -1)
+  else:
+    d_a, d_b, sides = first - offset + 1, last - offset, (-1, 1)
+  t_a = lax.div(jnp.maximum(d_a, 0), block)  # floor(d_a / block), 0 if < 0
+  t_b = lax.div(jnp.maximum(d_b, 0) + (block - 1), block)  # ceil(d_b / block)
+  return t_a, t_b, *sides
 
 
 def folds_alibi(scale: float, cap: float | None) -> bool:
@@ -534,12 +578,21 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         if alibi:
           slope2 = slopes_ref[b, n]
 
-        def alibi_of(j):  # the ALiBi of step j's score tile, or None
+        # Non-causal folded ALiBi: the plain tiles left of, across and right
+        # of the diagonal in three loops (``alibi_split``), so that a step
+        # knows its tile's side statically.
+        alibi_tiles = (alibi_split(q_base, q_base + bq - 1, item.offset, bk,
+                                   True)
+                       if fold and not spec.is_causal else None)
+
+        def alibi_of(j, side):  # the ALiBi of step j's score tile, or None
           if not alibi:
             return None
+          # fixed_axis 0 on tiles of a static side +-1 (``AlibiTile``)
+          fixed = 0 if spec.is_causal or side in (1, -1) else 1
           return AlibiTile(slope2, item.offset, q_base, item.tile_of(j) * bk,
-                           (bq, bk), 0, spec.is_causal,
-                           fixed_axis=0 if spec.is_causal else 1)
+                           (bq, bk), 0, spec.is_causal, fixed_axis=fixed,
+                           side=side)
 
         def s_init(ab):  # the S accumulator's init, or None for zeros
           return ab.k_init(scale * _LOG2E) if fold else None
@@ -576,11 +629,11 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           m_new, shift = max_and_shift(s.max(axis=1))
           return m_new, jnp.exp2(s - bcast(shift))
 
-        def step(j, carry, *, masked: bool):
+        def step(j, carry, *, masked: bool, side=None):
           """S(j), softmax(j), then O += P(j) V(j) (FA-2 Alg. 1 inner loop)."""
           acc, m_i, l_i = carry
           slot = slot_of(j)
-          ab = alibi_of(j)
+          ab = alibi_of(j, side)
           init = s_init(ab)
 
           # -- S = Q K^T  [bq, bk] on the tensor cores (from init: ALiBi)
@@ -627,7 +680,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           sync.release(1, slot)
           return acc, m_new, l_i
 
-        def overlapped_step(j, carry, *, masked: bool):
+        def overlapped_step(j, carry, *, masked: bool, side=None):
           """Issue S(j) and O += P(j-1) V(j-1) together, run softmax(j) while
           the P V GEMM is in flight, then rescale O (FA3 Sec. 3.2, Alg. 2:
           intra-warpgroup overlap of softmax and GEMMs).  Step 0 has no
@@ -635,7 +688,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           acc, m_i, l_i, p_prev = carry
           slot = slot_of(j)
           prev = slot_of(jnp.maximum(j - 1, 0))
-          ab = alibi_of(j)
+          ab = alibi_of(j, side)
           init = s_init(ab)
           pl.when(j != 1)(lambda: plgpu.barrier_wait(v_bars.at[prev]))
           plgpu.barrier_wait(k_bars.at[slot])
@@ -691,7 +744,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           # it once per step; the last one's passes are one fewer than the
           # takes of consumer 0, the others' make up with a pass at the end.
           pl.when(wg != 0)(sync.take_turn)
-          acc, m_i, l_i = run_steps(item, step, (acc, m_i, l_i))
+          acc, m_i, l_i = run_steps(item, step, (acc, m_i, l_i),
+                                    alibi_tiles)
           load_next_q()
           pl.when(wg != last_wg)(sync.pass_turn)  # the next one's last take
           if num_ctas:  # two consumers (MosaicConfig)
@@ -707,7 +761,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           pl.when((wg == last_wg) & (n_steps > 0))(sync.pass_turn)
           p0 = plgpu.layout_cast(jnp.zeros((bq, bk), dtype), _WGMMA)
           acc, m_i, l_i, p_last = run_steps(item, overlapped_step,
-                                            (acc, m_i, l_i, p0))
+                                            (acc, m_i, l_i, p0), alibi_tiles)
           load_next_q()
 
           def last_pv(acc):  # O += P(n-1) V(n-1)
