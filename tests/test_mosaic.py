@@ -741,3 +741,27 @@ def test_public_path_lowers_for_cuda(monkeypatch, causal):
       assert kernel in text, (h, kernel)
     # d64: one fused kernel (fixed-point dQ adds); else a dQ kernel too
     assert ("pallas_flash_mosaic_dq" in text) == (h != 64), h
+
+
+def test_public_path_with_dropout_lowers_for_cuda(monkeypatch):
+  """With dropout the default Hopper path stays on the Mosaic kernels (the
+  forward, the dK/dV and dQ kernels at d128), none of the Triton ones."""
+  import pallas_flash as pf
+  from pallas_flash import api
+  monkeypatch.setattr(api, "_on_gpu", lambda: True)
+  monkeypatch.setattr(api, "_is_hopper", lambda: True)
+  monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
+  monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
+  q = jax.ShapeDtypeStruct((2, 1000, 4, 128), jnp.bfloat16)
+  kv = jax.ShapeDtypeStruct((2, 1000, 2, 128), jnp.bfloat16)
+  loss = lambda q, k, v: pf.flash_attention(
+      q, k, v, is_causal=True, dropout_rate=0.1,
+      dropout_rng=jax.random.key(0)).astype(jnp.float32).sum()
+  text = jax.jit(jax.grad(loss, (0, 1, 2))).trace(q, kv, kv).lower(
+      lowering_platforms=("cuda",)).as_text()
+  for kernel in ("pallas_flash_mosaic_fwd", "pallas_flash_mosaic_dkdv",
+                 "pallas_flash_mosaic_dq"):
+    assert kernel in text, kernel
+  for kernel in ("pallas_flash_fwd", "pallas_flash_bwd_dkdv",
+                 "pallas_flash_bwd_dq"):
+    assert kernel not in text, kernel
