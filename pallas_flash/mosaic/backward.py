@@ -444,7 +444,10 @@ def fixed_point_scale(d_out, delta, k, v, group: int):
   sum_j |dS_ij| = sum_j P_ij |dP_ij - delta_i| (a soft-cap's factor is
   <= 1) <= ||dO_i|| max_j ||V_j|| + |delta_i| since P_i is a distribution;
   2x slack for dS's bf16 rounding.  K, V: [B, S, K, H]; d_out [B, T, N, H];
-  delta [B, N, T].  30 bits: a partial is exact to 2^-31 of the bound."""
+  delta [B, N, T].  30 bits: a partial is exact to 2^-31 of the bound.
+  With dropout the kernel sums dS / r = P (Z dP - delta') (module
+  docstring): |Z dP_ij - delta'_i| has the same bound with the delta'
+  passed here."""
   f32 = jnp.float32
   k_max = jnp.max(jnp.abs(k.astype(f32)), axis=(1, 3))  # [B, K]
   v_max = jnp.sqrt(jnp.max(jnp.sum(jnp.square(v.astype(f32)), -1), 1))
