@@ -470,7 +470,7 @@ BACKWARD = [
       k=1, h=128, t=70, s=130, causal=True, bottom_right=True, dropout=0.2),
     B("bwd dropout d256 (split head dim) causal ragged", h=256, t=64, s=100,
       causal=True, dropout=0.3),
-    B("bwd dropout fused fixed point gqa causal", n=4, k=2, t=150, s=200,
+    B("bwd dropout fused fixed point gqa 2/1 causal", n=2, k=1, t=100, s=130,
       causal=True, dropout=0.2, config=MosaicBackwardConfig(
           block_q_dkv=128, block_kv_dq=128, fused=True)),
 ]
