@@ -75,9 +75,7 @@ def cell_workload(h, t, causal) -> workloads.Workload:
   if t <= workloads.TOKENS:
     return workloads.convention(seqlens=(t,), head_dims=(h,),
                                 causals=(causal,), dtypes=("bfloat16",))[0]
-  return workloads.Workload(name="long", batch=1, seqlen=t, heads=16,
-                            kv_heads=16, head_dim=h, causal=causal,
-                            dtype="bfloat16")
+  return workloads.long_context(seqlen=t, head_dim=h, causal=causal)[0]
 
 
 def cell_inputs(h, t, causal):

@@ -190,6 +190,16 @@ def real_models(*, dtypes=("bfloat16",), scale: int = 1) -> list[Workload]:
   return out
 
 
+def long_context(*, seqlen: int = 131072, heads: int = 16,
+                 head_dim: int = 128, causal: bool = True,
+                 dtypes=("bfloat16",)) -> list[Workload]:
+  """Issue 12's long-context cell: one sequence of ``seqlen`` tokens, 16
+  heads, d128, causal (fwd+bwd must be O(N) in memory)."""
+  return [Workload(name="long", batch=1, seqlen=seqlen, heads=heads,
+                   kv_heads=heads, head_dim=head_dim, causal=causal,
+                   dtype=dtype) for dtype in dtypes]
+
+
 def memory_sweep(*, seqlens=(1024, 4096, 16384, 32768, 65536, 131072),
                  head_dim=128, heads=16, dtype="bfloat16",
                  causal=False) -> list[Workload]:

@@ -93,7 +93,6 @@ def check_supported(params: KernelParams, q, k, v) -> None:
         f"the fused MosaicBackwardConfig at head_dim={hp} needs "
         f"block_q_dkv={64 * cfg.consumers} (its dQ share splits by rows) or "
         "a head dim of 64 columns per consumer")
-  kv_tiles = -(-k.shape[1] // (cfg.consumers * cfg.block_kv_dkv))
   if cfg.smem_bytes(hp) > 227 * 1024:
     raise NotImplementedError(f"{cfg} needs {cfg.smem_bytes(hp)} bytes of "
                               f"shared memory at head_dim={hp}")
@@ -585,10 +584,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   slopes_ref = refs.pop(0) if alibi else None
   drop = _dropout_tiles(refs, rate, (cfg.block_kv_dkv, cfg.block_q_dkv), 1)
   fold = alibi and fwd.folds_alibi(scale, cap)
-  fused = cfg.one_kernel  # dQ by TMA reduce-add into refs' dQ words
-  fixed = fused and cfg.deterministic  # (fixed point: F [B, N, T], words)
+  fused = cfg.one_kernel  # dQ by TMA reduce-add into dq_ref
+  fixed = fused and cfg.deterministic  # (fixed point: F [B, N, T])
   f_ref = refs.pop(0) if fixed else None
-  dq_word_refs = [refs.pop(0) for _ in range(fused)]
+  dq_ref = refs.pop(0) if fused else None  # f32, or int32 words
   dk_ref, dv_ref, smem, barriers = refs
   k_smems, v_smems, q_smems, do_smems, *extra_smem = smem
   k_bars, v_bars, q_bars, do_bars, *interpret_bars = barriers
@@ -619,7 +618,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     if fused:  # dS^T of the CTA [2, C * bk, bq]; dQ pieces [C, rows, cols]
       ds_tiles = _DsTiles(extra_smem[0], cfg, w,
                           interpret_bars[4] if interpret else None)
-      dq_smems = [ref.at[w] for ref in extra_smem[1:]]
+      dq_smem = extra_smem[1].at[w]
       (dq_rows, dq_cols), dq_shape = _dq_share(cfg, head_dim, w)
       dq_zeros = plgpu.layout_cast(jnp.zeros(dq_shape, jnp.float32), _WGMMA)
 
@@ -638,20 +637,18 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         words with the rows' scale f) at the query tile and head ``prev``
         of its step."""
         head, rows = prev[1], share_rows(prev)
-        words = (part,)
         if fixed:
-          words = (to_fixed(part, lax.broadcast_in_dim(f, dq_shape, [0])),)
+          part = to_fixed(part, lax.broadcast_in_dim(f, dq_shape, [0]))
         plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last adds read
-        for smem, word in zip(dq_smems, words):
-          smem[...] = word
+        dq_smem[...] = part
         plgpu.commit_smem()
-        for smem, ref in zip(dq_smems, dq_word_refs):
-          if interpret:  # its own slot of a [kv tiles, ...] array (no TMA
-            # reduce-add there); every step of a CTA writes other rows
-            plgpu.copy_smem_to_gmem(smem, ref.at[kt, b, rows, head, dq_cols])
-          else:
-            plgpu.copy_smem_to_gmem(smem, ref.at[b, rows, head, dq_cols],
-                                    reduction_op="add")
+        if interpret:  # its own slot of a [kv tiles, ...] array (no TMA
+          # reduce-add there); every step of a CTA writes other rows
+          plgpu.copy_smem_to_gmem(dq_smem,
+                                  dq_ref.at[kt, b, rows, head, dq_cols])
+        else:
+          plgpu.copy_smem_to_gmem(dq_smem, dq_ref.at[b, rows, head, dq_cols],
+                                  reduction_op="add")
     kv.wait()
 
     def iota(dim):
@@ -1041,21 +1038,19 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     smem.append(_Exchange.allocate((bk, bq), q.dtype, with_p=True))
   if cfg.one_kernel:  # dS^T tiles; dQ pieces and dQ in HBM: f32 or the
     # int32 words of fixed point
-    words = (jnp.int32,) if cfg.deterministic else (jnp.float32,)
+    dq_dtype = jnp.int32 if cfg.deterministic else jnp.float32
     smem += [plgpu.SMEM((2, c * bk, bq), q.dtype, transforms=_TILED),
-             *(plgpu.SMEM((c, *_dq_share(cfg, hp, 0)[1]), dt,
-                          transforms=(plgpu.TilingTransform((8, 32)),
-                                      plgpu.SwizzleTransform(128)))
-               for dt in words)]
+             plgpu.SMEM((c, *_dq_share(cfg, hp, 0)[1]), dq_dtype,
+                        transforms=(plgpu.TilingTransform((8, 32)),
+                                    plgpu.SwizzleTransform(128)))]
     if cfg.deterministic:
       f_scale = fixed_point_scale(do, delta, k, v, group)
       operands.append(f_scale)
     # Interpret mode simulates no TMA reduce-add: each kv tile writes its
     # own slot, summed below (O(S / 128 x T) memory: tests only).
     slots = (kv_tiles,) if params.interpret else ()
-    dq_words = [jax.new_ref(jnp.zeros((*slots, b, tp, n, hp), dt))
-                for dt in words]
-    operands += dq_words
+    dq_acc = jax.new_ref(jnp.zeros((*slots, b, tp, n, hp), dq_dtype))
+    operands.append(dq_acc)
   dk, dv = _launch(
       functools.partial(_dkdv_kernel, **common), "pallas_flash_mosaic_dkdv",
       operands,
@@ -1067,10 +1062,9 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
                 plgpu.Barrier(num_barriers=stages), *interp),
       interpret=params.interpret)
   if cfg.one_kernel:
-    dq = [ref[...] for ref in dq_words]
+    dq = dq_acc[...]
     if params.interpret:  # (integer words: the same sums in any order)
-      dq = [x.sum(0, dtype=x.dtype) for x in dq]
-    (dq,) = dq
+      dq = dq.sum(0, dtype=dq.dtype)
     if cfg.deterministic:
       dq = from_fixed(dq, f_scale.transpose(0, 2, 1)[..., None])
     dq = (dq * (params.scale / (1.0 - rate))).astype(q.dtype)  # dropout's r
