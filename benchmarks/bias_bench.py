@@ -13,6 +13,9 @@ forward and forward + backward of:
 * ``cudnn``: cuDNN without bias;
 * ``triton alibi``: ALiBi slopes (no N x N input);
 * ``triton dropout``: dropout 0.1;
+* ``mosaic`` / ``mosaic dropout``: the Mosaic GPU kernels (Hopper) without /
+  with dropout 0.1 (their gradients are compared with ``triton dropout``'s:
+  the same keep bits);
 * ``torch flash`` / ``torch flash dropout``: PyTorch SDPA's flash kernel
   (``SDPBackend.FLASH_ATTENTION``) without / with dropout 0.1, timed with
   CUDA events, when torch with CUDA is importable.
@@ -87,6 +90,8 @@ def jax_impls(causal, t):
       "cudnn bias": (cudnn, True),
       "triton alibi": (ours("triton", alibi_slopes=slopes), False),
       "triton dropout": (ours("triton", dropout_rate=RATE, dropout_rng=rng), False),
+      "mosaic": (ours("mosaic"), False),
+      "mosaic dropout": (ours("mosaic", dropout_rate=RATE, dropout_rng=rng), False),
   }
 
 
@@ -166,6 +171,12 @@ def bench_cell(t, causal, reps, sample_ms, with_torch, impls=None):
     out = rel_l2(calls["triton bias"][0](q, k, v, bias), calls["cudnn bias"][0](q, k, v, bias))
     errs["rel_l2_out"] = out
     log("  ours vs cudnn (bias): " + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()))
+  if "mosaic dropout" in grads and "triton dropout" in grads:
+    drop = {f"rel_l2_dropout_{n}": rel_l2(a, r) for n, a, r in
+            zip("qkv", grads["mosaic dropout"], grads["triton dropout"])}
+    log("  mosaic vs triton (dropout grads): "
+        + ", ".join(f"{k} {v:.1e}" for k, v in drop.items()))
+    errs.update(drop)
   del grads
   times = time_interleaved(calls, reps, sample_ms / 1e3)
   rows = []
@@ -191,6 +202,8 @@ RATIOS = [  # (label, numerator impl, denominator impl): fwd+bwd time ratio
     ("alibi: triton no-bias / alibi", "triton", "triton alibi"),
     ("dropout: triton no-drop / dropout", "triton", "triton dropout"),
     ("dropout: torch flash dropout / triton dropout", "torch flash dropout", "triton dropout"),
+    ("dropout: mosaic no-drop / dropout", "mosaic", "mosaic dropout"),
+    ("dropout: torch flash dropout / mosaic dropout", "torch flash dropout", "mosaic dropout"),
     ("no bias: cudnn / triton", "cudnn", "triton"),
 ]
 

@@ -13,7 +13,7 @@ against cuDNN's (relative L2 error) before timing.
 
   PYTHONPATH=$PWD python3 benchmarks/bwd_bench.py [--cells d128-16k-C,...]
       [--variant block_q_dkv=128,num_stages=3 ...] [--alibi]
-      [--only "ours,ours alibi,cudnn"] [--out DIR]
+      [--dropout 0.1] [--only "ours,ours alibi,cudnn"] [--out DIR]
 
 ``--alibi`` adds ours and ours-triton with ALiBi slopes (Press et al.'s
 2^(-8 i / N)); their gradients are checked against each other, and ALiBi's
@@ -59,10 +59,16 @@ def alibi_slopes(n):
   return 2.0 ** (-8.0 * jnp.arange(1, n + 1, dtype=jnp.float32) / n)
 
 
-def cell_impls(h, t, causal, variants, n, alibi):
+def cell_impls(h, t, causal, variants, n, alibi, dropout=0.0):
   """{name: f(q, k, v) -> out}: ours (default and variants), triton, cuDNN,
-  tokamax; with ``alibi`` also ours and triton with ALiBi."""
+  tokamax; with ``alibi`` also ours and triton with ALiBi; with ``dropout``
+  also ours and triton with that rate, and the variants take it too."""
   impls = {"ours": _ours(causal, "mosaic")}
+  drop = (dict(dropout_rate=dropout, dropout_rng=jax.random.key(7))
+          if dropout else {})
+  if dropout:
+    impls["ours dropout"] = _ours(causal, "mosaic", **drop)
+    impls["triton dropout"] = _ours(causal, "triton", **drop)
   if alibi:
     impls["ours alibi"] = _ours(causal, "mosaic",
                                 alibi_slopes=alibi_slopes(n))
@@ -73,7 +79,7 @@ def cell_impls(h, t, causal, variants, n, alibi):
     bwd = dataclasses.replace(MosaicBackwardConfig.default(h, causal), **v)
     name = "ours[" + ",".join(f"{k}={x}" for k, x in v.items()) + "]"
     impls[name] = _ours(causal, "mosaic",
-                        dataclasses.replace(fwd_cfg, backward=bwd))
+                        dataclasses.replace(fwd_cfg, backward=bwd), **drop)
   impls["triton"] = _ours(causal, "triton")
   impls["cudnn"] = lambda q, k, v: jax.nn.dot_product_attention(
       q, k, v, is_causal=causal, implementation="cudnn")
@@ -94,12 +100,14 @@ def rel_l2(a, b):
   return float(jnp.linalg.norm(a - b) / jnp.linalg.norm(b))
 
 
-def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=()):
+def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
+               dropout=0.0):
   b, n, (q, k, v), flops = cell_inputs(h, t, causal)
   do = jax.random.normal(jax.random.key(99), q.shape, jnp.bfloat16)
   calls, errors, rows = {}, {}, []
   ref = None
-  for name, f in cell_impls(h, t, causal, variants, n, alibi).items():
+  for name, f in cell_impls(h, t, causal, variants, n, alibi,
+                            dropout).items():
     if only and name not in only:
       continue
     try:
@@ -116,6 +124,10 @@ def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=()):
   refs.update({name: errors.get("triton alibi") for name in errors
                if "alibi" in name and name != "triton alibi"})
   refs["triton alibi"] = None
+  # dropout: against triton's dropout (the same keep bits)
+  refs.update({name: errors.get("triton dropout") for name in errors
+               if "dropout" in name or (dropout and name.startswith("ours["))})
+  refs["triton dropout"] = None
   errors = {name: float("nan") if refs[name] is None else
             max(rel_l2(g, r) for g, r in zip(grads, refs[name]))
             for name, grads in errors.items()}
@@ -180,6 +192,9 @@ def main():
   ap.add_argument("--min-ms", type=float, default=40.0)
   ap.add_argument("--alibi", action="store_true",
                   help="also ours and triton with ALiBi slopes")
+  ap.add_argument("--dropout", type=float, default=0.0,
+                  help="also ours and triton with this dropout rate; the "
+                  "variants take it too")
   ap.add_argument("--only", default="",
                   help="comma-separated implementations to run (e.g. "
                   "'ours,ours alibi,cudnn'); all by default")
@@ -196,7 +211,7 @@ def main():
       continue
     log(cell_name(h, t, causal))
     rows += bench_cell(h, t, causal, variants, args.reps, args.min_ms,
-                       args.alibi, only)
+                       args.alibi, only, args.dropout)
   text = table(rows)
   log(text)
   if args.out:

@@ -74,6 +74,7 @@ class Workload:
   # "full" with query row 3 of every head masked out entirely.
   dense_mask: str | None = None
   alibi: bool = False  # ALiBi with Press et al.'s slopes 2^(-8 i / N)
+  dropout: float = 0.0  # dropout_rate (dropout_rng: a key of the seed)
   config: Any = None  # backend tuning (TritonConfig / MosaicConfig / ...)
 
   def __str__(self):  # (pytest ids)
@@ -113,6 +114,9 @@ class Workload:
     if self.alibi:
       kw["alibi_slopes"] = 2.0 ** (-8.0 * jnp.arange(1, n + 1,
                                                       dtype=jnp.float32) / n)
+    if self.dropout > 0.0:
+      kw["dropout_rate"] = self.dropout
+      kw["dropout_rng"] = jax.random.fold_in(keys[4], 1)
     if self.dense_mask is not None:
       full = (b, n, t, s)
       shape = {"full": full, "full_empty_row": full, "keys": (b, 1, 1, s),

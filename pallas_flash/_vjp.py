@@ -39,7 +39,7 @@ def _forward_impl(params: KernelParams):
 
 
 # The score terms each forward backend takes; the Triton kernels take all.
-_TAKES = {"mosaic": frozenset({"alibi"}), "decode": frozenset()}
+_TAKES = {"mosaic": frozenset({"alibi", "dropout"}), "decode": frozenset()}
 
 
 def check_supported(params: KernelParams, q, k, v, arrays: masks.MaskArrays):

@@ -280,7 +280,8 @@ def test_dropout_bits_identical_across_runs_tiles_and_backends():
 
 def test_default_implementation_takes_every_feature():
   """``implementation=None``: XLA on a CPU; on a GPU the kernels (Mosaic
-  refuses these inputs, the Triton kernels take them, forward and backward)."""
+  refuses a bias, the Triton kernels take it, forward and backward; Mosaic
+  takes ALiBi and dropout, tests/test_mosaic.py)."""
   case = Case("default", t=33, s=33, n=2, k=2, h=64, dtype="bfloat16", causal=True)
   kw = dict(dropout_rate=0.1, dropout_rng=jax.random.key(2),
             alibi_slopes=jnp.array([0.25, 0.5], jnp.float32))
@@ -288,7 +289,7 @@ def test_default_implementation_takes_every_feature():
   triton = pf.flash_attention(*case.inputs()[:3], bias=_bias(case, "heads"),
                               implementation=IMPL, is_causal=True, **kw)
   assert rel_err(out, triton) <= TOL["bfloat16"]["out"]
-  for extra in (dict(bias=_bias(case, "heads")), kw):
+  for extra in (dict(bias=_bias(case, "heads")), dict(bias=_bias(case, "heads"), **kw)):
     with pytest.raises(NotImplementedError, match="mosaic"):
       pf.flash_attention(*case.inputs()[:3], implementation="mosaic", **extra)
 

@@ -105,6 +105,12 @@ CASES = [
       config=MosaicConfig(consumers=3, overlap_softmax=True)),
     M("3 consumers, segments", t=256, s=256, segments=True,
       config=MosaicConfig(consumers=3)),
+    # Dropout: exact against the reference's keep bits (the same rng; the
+    # plain path's bits: test_dropout_bits_identical_to_helper_and_triton).
+    M("dropout d128 persistent softmax overlap alibi lengths", b=2, h=128,
+      t=200, s=256, alibi=True, q_lengths=(200, 0), kv_lengths=(256, 90),
+      dropout=0.3, config=MosaicConfig(persistent=True,
+                                       overlap_softmax=True)),
 ]
 
 # GPU-sized cases (run with -m slow on the GPU).
@@ -168,6 +174,13 @@ SLOW = [
       q_lengths=(1200, 1111, 640), kv_lengths=(1300, 1300, 640),
       config=MosaicConfig(heads_inner=True, overlap_softmax=True,
                           persistent=True, head_group_mib=2.5)),
+    M("dropout S2k causal d128 gqa", b=2, t=2048, s=2048, n=8, k=2, h=128,
+      causal=True, dropout=0.1),
+    M("dropout S1k d64 ragged", b=2, t=1000, s=1025, n=4, k=4, dropout=0.1),
+    M("dropout d256 alibi soft-cap", t=512, s=512, n=2, k=2, h=256,
+      alibi=True, soft_cap=30.0, dropout=0.2),
+    M("dropout 3 consumers segments", b=2, t=1024, s=1024, n=2, k=2,
+      segments=True, dropout=0.1, config=MosaicConfig(consumers=3)),
 ]
 
 
@@ -272,6 +285,47 @@ def test_config_default_d64_long_non_causal_takes_three_consumers():
   assert MosaicConfig.default(64, True, kv_seqlen=16384).consumers == 2
 
 
+def _dropout_bits(impl, rng, rate, b, n, t, s, broadcast=False):
+  """The keep mask a backend applied, read back through its bf16 output: with
+  q = 0 every probability is 1 / S and V = I (H = S) puts column j of P
+  into output feature j, so out * S * (1 - rate) is the keep mask (to
+  bf16's rounding)."""
+  import pallas_flash as pf
+  q = jnp.zeros((b, t, n, s), jnp.bfloat16)
+  v = jnp.broadcast_to(jnp.eye(s, dtype=jnp.bfloat16)[None, :, None, :],
+                       (b, s, 1, s))
+  out = pf.flash_attention(q, v, v, dropout_rate=rate, dropout_rng=rng,
+                           broadcast_dropout=broadcast, implementation=impl)
+  scaled = np.asarray(out, np.float32) * s * (1.0 - rate)  # [B, T, N, S]
+  np.testing.assert_allclose(scaled, np.round(scaled), atol=2e-2)
+  return np.transpose(np.round(scaled), (0, 2, 1, 3)).astype(bool)
+
+
+def test_dropout_bits_identical_to_helper_and_triton():
+  """The Mosaic forward keeps exactly ``dropout_mask``'s bits, the Triton
+  kernels' (odd T and S, padded head dim; also ``broadcast_dropout``)."""
+  import pallas_flash as pf
+  rng, rate, shape = jax.random.key(9), 0.3, (1, 2, 37, 48)
+  helper = np.asarray(pf.dropout_mask(rng, shape, rate))
+  mosaic = _dropout_bits("mosaic", rng, rate, *shape)
+  np.testing.assert_array_equal(mosaic, helper)
+  np.testing.assert_array_equal(mosaic,
+                                _dropout_bits("triton", rng, rate, *shape))
+  shared = np.asarray(pf.dropout_mask(rng, shape, rate, broadcast=True))
+  np.testing.assert_array_equal(
+      _dropout_bits("mosaic", rng, rate, *shape, broadcast=True), shared)
+
+
+@pytest.mark.slow
+def test_large_dropout_bits_match_helper():
+  if INTERPRET:
+    pytest.skip("GPU-sized case: run on the GPU with -m slow")
+  import pallas_flash as pf
+  rng, shape = jax.random.key(5), (1, 2, 700, 256)
+  np.testing.assert_array_equal(_dropout_bits("mosaic", rng, 0.1, *shape),
+                                np.asarray(pf.dropout_mask(rng, shape, 0.1)))
+
+
 @pytest.mark.parametrize("config", [None, MosaicConfig(block_kv=64)],
                          ids=["default", "MosaicConfig"])
 def test_gradients_through_public_api(config):
@@ -313,6 +367,9 @@ LOWERINGS = [  # (head dim, causal, config, extra masking)
     (128, False, None, "alibi"),  # ALiBi's tiles across the diagonal
     (64, False, None, "alibi"),
     (256, False, None, "alibi soft-cap"),  # ALiBi not folded
+    (128, True, None, "dropout"),  # persistent, softmax overlap
+    (64, False, None, "dropout alibi"),
+    (256, False, MosaicConfig(block_kv=64), "dropout"),
 ]
 
 
@@ -329,11 +386,16 @@ def _lowering_call(h, causal, config, extra, b=2, t=1000):
   elif extra == "dense mask":
     arrays = arrays._replace(mask=jnp.ones((b, 1, t, t), bool))
     spec = dataclasses.replace(spec, dense_mask_shape=(b, 1, t, t))
-  elif extra in ("alibi", "alibi soft-cap"):
+  elif extra in ("alibi", "alibi soft-cap", "dropout alibi"):
     arrays = arrays._replace(alibi_slopes=jnp.full((1, 4), 0.25, jnp.float32))
+  rate = 0.0
+  if extra is not None and extra.startswith("dropout"):
+    arrays = arrays._replace(dropout_seeds=jnp.arange(b * 4, dtype=jnp.int32
+                                                      ).reshape(b, 4))
+    rate = 0.1
   soft_cap = extra in ("soft-cap", "alibi soft-cap")
   params = KernelParams(spec=spec, scale=h ** -0.5, forward="mosaic",
-                        config=config,
+                        config=config, dropout_rate=rate,
                         logits_soft_cap=20.0 if soft_cap else None)
   return arrays, params
 
@@ -402,6 +464,15 @@ BACKWARD = [
                                   fused=True)),
     B("bwd fused f32 d128 segments", h=128, t=130, s=256, segments=True,
       config=MosaicBackwardConfig(deterministic=False)),
+    # Dropout (the keep bits regenerated): the dK/dV and dQ kernels (d128),
+    # their split_head_dim exchange (d256) and the fused fixed-point kernel.
+    B("bwd dropout d128 (dK/dV and dQ kernels) gqa 2/1 causal ragged", n=2,
+      k=1, h=128, t=70, s=130, causal=True, bottom_right=True, dropout=0.2),
+    B("bwd dropout d256 (split head dim) causal ragged", h=256, t=64, s=100,
+      causal=True, dropout=0.3),
+    B("bwd dropout fused fixed point gqa 2/1 causal", n=2, k=1, t=100, s=130,
+      causal=True, dropout=0.2, config=MosaicBackwardConfig(
+          block_q_dkv=128, block_kv_dq=128, fused=True)),
 ]
 
 SLOW_BACKWARD = [
@@ -466,6 +537,18 @@ SLOW_BACKWARD = [
     B("bwd fused fixed-point softcap dense mask alibi d128", b=2, t=512,
       s=640, n=2, k=1, h=128, soft_cap=20.0, dense_mask="full_empty_row",
       alibi=True, config=MosaicBackwardConfig(fused=True)),
+    B("bwd dropout S2k causal d128 gqa", b=2, t=2048, s=2048, n=8, k=2,
+      h=128, causal=True, dropout=0.1),
+    B("bwd dropout S1k d64 (fused fixed point) ragged lengths", b=2, t=1000,
+      s=1025, n=4, k=4, q_lengths=(1000, 0), kv_lengths=(1025, 300),
+      dropout=0.1),
+    B("bwd dropout fused f32 dQ d128 alibi", b=2, t=1000, s=1100, n=4, k=2,
+      h=128, alibi=True, dropout=0.1,
+      config=MosaicBackwardConfig(deterministic=False)),
+    B("bwd dropout d256 soft-cap window (split head dim)", t=1000, s=777,
+      n=2, k=2, h=256, window=(300, 50), soft_cap=20.0, dropout=0.2),
+    B("bwd dropout dense mask d128", b=2, t=1000, s=1024, n=2,
+      k=2, h=128, dense_mask="full_empty_row", dropout=0.1),
 ]
 
 
@@ -634,6 +717,11 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (256, True, None, "alibi"),
     (64, False, None, "alibi soft-cap"),
     (128, False, MosaicBackwardConfig(deterministic=False), "alibi"),
+    (128, True, None, "dropout"),
+    (64, False, None, "dropout alibi"),  # the fused fixed-point kernel
+    (256, True, None, "dropout"),  # split_head_dim
+    (64, True, MosaicBackwardConfig(block_q_dkv=128, deterministic=False),
+     "dropout"),
 ]
 
 
@@ -676,3 +764,27 @@ def test_public_path_lowers_for_cuda(monkeypatch, causal):
       assert kernel in text, (h, kernel)
     # d64: one fused kernel (fixed-point dQ adds); else a dQ kernel too
     assert ("pallas_flash_mosaic_dq" in text) == (h != 64), h
+
+
+def test_public_path_with_dropout_lowers_for_cuda(monkeypatch):
+  """With dropout the default Hopper path stays on the Mosaic kernels (the
+  forward, the dK/dV and dQ kernels at d128), none of the Triton ones."""
+  import pallas_flash as pf
+  from pallas_flash import api
+  monkeypatch.setattr(api, "_on_gpu", lambda: True)
+  monkeypatch.setattr(api, "_is_hopper", lambda: True)
+  monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
+  monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
+  q = jax.ShapeDtypeStruct((2, 1000, 4, 128), jnp.bfloat16)
+  kv = jax.ShapeDtypeStruct((2, 1000, 2, 128), jnp.bfloat16)
+  loss = lambda q, k, v: pf.flash_attention(
+      q, k, v, is_causal=True, dropout_rate=0.1,
+      dropout_rng=jax.random.key(0)).astype(jnp.float32).sum()
+  text = jax.jit(jax.grad(loss, (0, 1, 2))).trace(q, kv, kv).lower(
+      lowering_platforms=("cuda",)).as_text()
+  for kernel in ("pallas_flash_mosaic_fwd", "pallas_flash_mosaic_dkdv",
+                 "pallas_flash_mosaic_dq"):
+    assert kernel in text, kernel
+  for kernel in ("pallas_flash_fwd", "pallas_flash_bwd_dkdv",
+                 "pallas_flash_bwd_dq"):
+    assert kernel not in text, kernel

@@ -30,7 +30,15 @@ deterministic, no atomics), or with ``fused`` one (``_DsTiles``,
       S = Q K^T, dP = dO V^T   [block_q, block_kv];   dQ += dS K   (line 15)
 
 delta = rowsum(dO * O) (Alg. 2 line 4) is one O(N) XLA fusion before the
-kernels.  Both kernels visit exactly the tiles the forward did: their tile
+kernels.
+
+Dropout (``fwd.DropoutTiles``: the forward's keep bits Z, regenerated per
+tile from the row / column keys, nothing N x N stored), in the form of the
+Triton backward (``triton/backward.py``): with r = 1 / (1 - rate),
+dV += r (Z P)^T dO and dS = r P * (Z dP - delta'), delta' = (1 - rate)
+delta scaled once in XLA.  The dP GEMM starts at -delta' as without
+dropout, so Z dP - delta' is a select between that accumulator and its
+init; r leaves the loops (dK, dV, dQ scaled once in the epilogue).  Both kernels visit exactly the tiles the forward did: their tile
 tables come from ``forward.tile_table`` (``masks.kv_bounds`` /
 ``masks.q_bounds``), edge tiles get the element-wise mask of ``masks``, the
 rest none.  Fully masked rows carry lse = +inf, so P = 0 there and their
@@ -191,6 +199,14 @@ def _logits2(s, scale: float, cap: float | None):
     return s * (scale * _LOG2E), None
   th = jnp.tanh(s * (scale / cap))
   return th * (cap * _LOG2E), th
+
+
+def _dropout_tiles(refs, rate: float, shape, q_dim: int):
+  """``fwd.DropoutTiles`` of the three ``fwd.dropout_keys`` refs at the
+  front of ``refs`` (popped), or None without dropout."""
+  if rate <= 0.0:
+    return None
+  return fwd.DropoutTiles([refs.pop(0) for _ in range(3)], rate, shape, q_dim)
 
 
 def _ds(p, dp_minus_delta, th):
@@ -427,7 +443,10 @@ def fixed_point_scale(d_out, delta, k, v, group: int):
   sum_j |dS_ij| = sum_j P_ij |dP_ij - delta_i| (a soft-cap's factor is
   <= 1) <= ||dO_i|| max_j ||V_j|| + |delta_i| since P_i is a distribution;
   2x slack for dS's bf16 rounding.  K, V: [B, S, K, H]; d_out [B, T, N, H];
-  delta [B, N, T].  30 bits: a partial is exact to 2^-31 of the bound."""
+  delta [B, N, T].  30 bits: a partial is exact to 2^-31 of the bound.
+  With dropout the kernel sums dS / r = P (Z dP - delta') (module
+  docstring): |Z dP_ij - delta'_i| has the same bound with the delta'
+  passed here."""
   f32 = jnp.float32
   k_max = jnp.max(jnp.abs(k.astype(f32)), axis=(1, 3))  # [B, K]
   v_max = jnp.sqrt(jnp.max(jnp.sum(jnp.square(v.astype(f32)), -1), 1))
@@ -547,7 +566,7 @@ def _interpret_barriers(cfg: MosaicBackwardConfig):
 def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                  *refs, spec: masks.MaskSpec, scale: float,
                  cap: float | None, cfg: MosaicBackwardConfig, group: int,
-                 interpret: bool, alibi: bool):
+                 interpret: bool, alibi: bool, rate: float):
   """One CTA: ``C * block_kv`` key rows of kv head ``heads``; loops over the
   G query heads of the kv head, then the query tiles of the tile table.
 
@@ -563,6 +582,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   run; as fixed-point int32 words (``to_fixed``) they cannot."""
   q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
+  drop = _dropout_tiles(refs, rate, (cfg.block_kv_dkv, cfg.block_q_dkv), 1)
   fold = alibi and fwd.folds_alibi(scale, cap)
   fused = cfg.one_kernel  # dQ by TMA reduce-add into dq_ref
   fixed = fused and cfg.deterministic  # (fixed point: F [B, N, T])
@@ -587,6 +607,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     kv.load(k_ref, v_ref)
     if spec.has_segments:
       kv_seg = segment_ids(kv_seg_ref, b, pl.ds(kv_base, bk), (bk, bq), 0)
+    if drop is not None:  # the keys of the CTA's rows: its columns' keys
+      drop_cols = drop.cols(pl.ds(kv_base, bk))
     zeros = plgpu.layout_cast(jnp.zeros((bk, kv.width), jnp.float32), _WGMMA)
     xchg = None
     if cfg.split_head_dim:
@@ -698,6 +720,13 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         return dk, dv
       p, th = (*p_th, None)[:2]
       parity = lax.rem(i, 2)
+      if drop is not None:  # Z P^T for dV; Z dP^T - delta' for dS^T
+        keep = drop.keep(drop.rows(b, n, q_rows), drop_cols)
+        if xchg is None:  # (split_head_dim: dP^T comes below)
+          dp = jnp.where(keep, dp, dp_init)
+        p_pv = jnp.where(keep, p, 0.0)
+      else:
+        p_pv = p
 
       def ds_t():  # computed while the dV wgmma runs
         ds = _ds(p, dp, th).astype(dtype)
@@ -712,10 +741,12 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         return ds_tiles.operands(1 - parity, bk, dq_rows, dq_cols, k_smems,
                                  stored=i >= 1)
 
-      products = (lambda: [(p.astype(dtype), kv.narrow(do_smem))], ds_t)
+      products = (lambda: [(p_pv.astype(dtype), kv.narrow(do_smem))], ds_t)
       if xchg is not None:
         (dp,) = xchg.take(0, interpret)
-        p, ds = p.astype(dtype), _ds(p, dp, th).astype(dtype)
+        if drop is not None:
+          dp = jnp.where(keep, dp, dp_init)
+        p, ds = p_pv.astype(dtype), _ds(p, dp, th).astype(dtype)
         xchg.put(1, first, p, ds)
         products = (lambda: [(p, kv.narrow(do_smem))],
                     lambda: [(ds, kv.narrow(q_smem))])
@@ -767,8 +798,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       xchg.drain(1 - w)
     if xchg is not None or fused:  # the other consumer may still read K
       sync.consumers_meet()
-    kv.store(0, dk * scale, dk_ref, dtype)
-    kv.store(1, dv, dv_ref, dtype)
+    r = 1.0 / (1.0 - rate)  # dropout's scale (1 without)
+    kv.store(0, dk * (scale * r), dk_ref, dtype)
+    kv.store(1, dv * r if rate > 0.0 else dv, dv_ref, dtype)
     plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
   def _producer():
@@ -802,11 +834,12 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                *refs, spec: masks.MaskSpec, scale: float, cap: float | None,
                cfg: MosaicBackwardConfig, group: int, num_q_tiles: int,
-               interpret: bool, alibi: bool):
+               interpret: bool, alibi: bool, rate: float):
   """One CTA: ``C * block_q`` query rows of head ``heads``; loops over the
   kv tiles of the tile table (causal: launched longest first)."""
   q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
+  drop = _dropout_tiles(refs, rate, (cfg.block_q_dq, cfg.block_kv_dq), 0)
   dq_ref, smem, barriers = refs
   q_smems, do_smems, k_smems, v_smems, *xchg_smem = smem
   q_bars, do_bars, k_bars, v_bars, *interpret_bars = barriers
@@ -835,6 +868,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       slope2 = slopes_ref[b, n]
     if spec.has_segments:
       q_seg = segment_ids(q_seg_ref, b, pl.ds(q_base, bq), (bq, bk), 0)
+    if drop is not None:  # the keys of the CTA's rows
+      drop_rows = drop.rows(b, n, pl.ds(q_base, bq))
     dq = plgpu.layout_cast(jnp.zeros((bq, qo.width), jnp.float32), _WGMMA)
     xchg = None
     if cfg.split_head_dim:
@@ -892,6 +927,9 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       p, th = (*p_th, None)[:2]
       if xchg is not None:
         (dp,) = xchg.take(0, interpret)
+      if drop is not None:  # Z dP - delta' (module docstring)
+        keep = drop.keep(drop_rows, drop.cols(pl.ds(ki * bk, bk)))
+        dp = jnp.where(keep, dp, dp_init)
       ds = _ds(p, dp, th).astype(dtype)
       if xchg is not None:
         xchg.put(1, j == 0, ds)
@@ -910,7 +948,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     if xchg is not None:
       xchg.drain(1 - w)
       sync.consumers_meet()
-    qo.store(0, dq * scale, dq_ref, dtype)
+    qo.store(0, dq * (scale / (1.0 - rate)), dq_ref, dtype)  # dropout's r
     plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
   def _producer():
@@ -949,6 +987,9 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   # delta_i = rowsum(dO_i * O_i)  (Alg. 2 line 4); lse in base 2.
   delta = jnp.einsum("btnh,btnh->bnt", d_out.astype(jnp.float32),
                      out.astype(jnp.float32))
+  rate = params.dropout_rate
+  if rate > 0.0:  # delta' (module docstring)
+    delta = delta * (1.0 - rate)
   delta = jnp.pad(delta, ((0, 0), (0, 0), (0, tp - t)))
   lse2 = jnp.pad(lse * _LOG2E, ((0, 0), (0, 0), (0, tp - t)),
                  constant_values=jnp.inf)  # padded rows: P = 0
@@ -970,10 +1011,14 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   if alibi:
     slopes = fwd.alibi_slopes(arrays, b)
     mask_ops, mask_t = [*mask_ops, slopes], [*mask_t, slopes]
+  if rate > 0.0:
+    keys = fwd.dropout_keys(arrays, tp, sp)
+    mask_ops, mask_t = [*mask_ops, *keys], [*mask_t, *keys]
   table = functools.partial(fwd.tile_table, spec, arrays, dense, q_len,
                             kv_len, offset)
   common = dict(spec=spec, scale=float(params.scale), cap=cap, cfg=cfg,
-                group=group, interpret=params.interpret, alibi=alibi)
+                group=group, interpret=params.interpret, alibi=alibi,
+                rate=rate)
   stages = cfg.num_stages
   interp = (_interpret_barriers(cfg)
             if params.interpret else ())
@@ -1022,7 +1067,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
       dq = dq.sum(0, dtype=dq.dtype)
     if cfg.deterministic:
       dq = from_fixed(dq, f_scale.transpose(0, 2, 1)[..., None])
-    dq = (dq * params.scale).astype(q.dtype)
+    dq = (dq * (params.scale / (1.0 - rate))).astype(q.dtype)  # dropout's r
     return dq[:, :t, :, :h], dk[:, :s, :, :h], dv[:, :s, :, :h]
 
   # dQ: the q tiles of a head launched together.

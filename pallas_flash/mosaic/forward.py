@@ -64,7 +64,7 @@ from jax.experimental.mosaic.gpu import utils as mgpu_utils
 import jax.numpy as jnp
 import numpy as np
 
-from pallas_flash import masks
+from pallas_flash import dropout, masks
 from pallas_flash.mosaic import schedule
 from pallas_flash.mosaic.config import OUT_COLS, MosaicConfig, out_slots
 from pallas_flash.params import KernelParams
@@ -443,6 +443,53 @@ def alibi_slopes(arrays: masks.MaskArrays, b: int):
   return jnp.broadcast_to(slopes, (b, slopes.shape[-1]))
 
 
+def dropout_keys(arrays: masks.MaskArrays, tp: int, sp: int):
+  """The kernels' dropout operands: the ``dropout.row_keys`` pair of every
+  (batch row, head, padded query row), int32 [B, N, Tp] each, and the
+  ``dropout.col_keys`` of the padded key columns, int32 [Sp]; hashed once
+  here in XLA (as ``triton.tiles.prepare_mask_inputs`` does), so that a
+  score costs the three ops of ``dropout.keep``.  Padded rows and keys get
+  keys too; their scores are masked or sliced off."""
+  rows = dropout.row_keys(arrays.dropout_seeds[:, :, None],
+                          jnp.arange(tp, dtype=jnp.int32))
+  return [*rows, dropout.col_keys(jnp.arange(sp, dtype=jnp.int32))]
+
+
+class DropoutTiles:
+  """The ``dropout.keep`` bits of score tiles, from ``dropout_keys``'
+  refs (row xor keys, row multipliers [B, N, Tp], column keys [Sp]).
+
+  ``q_dim``: the tile axis along which queries run (0 query-major: the
+  forward, the dQ kernel; 1 key-major: the dK/dV kernel).  Row keys are
+  loaded once per (item, head) (``rows``), column keys per tile
+  (``keep``), both as vectors in the WGMMA row / column layout and
+  broadcast to the tile: the same bits as the reference's and the Triton
+  kernels', whatever the tiles.  Loaded once per item: the keys of the
+  CTA's own rows (``rows`` or ``cols``), per step those of the loop's."""
+
+  def __init__(self, refs, rate: float, shape, q_dim: int):
+    self.xor_ref, self.mul_ref, self.col_ref = refs
+    self.thresh = dropout.threshold(rate)
+    self.shape, self.q_dim = shape, q_dim
+
+  def _vec(self, ref, dim):
+    x = plgpu.load(ref, layout=_ROW if dim == 0 else _COL, optimized=False)
+    return lax.broadcast_in_dim(x, self.shape, [dim])
+
+  def rows(self, b, n, q_rows):
+    """The row-key pair of query rows ``q_rows`` of (b, n), tile-shaped."""
+    return tuple(self._vec(ref.at[b, n, q_rows], self.q_dim)
+                 for ref in (self.xor_ref, self.mul_ref))
+
+  def cols(self, k_rows):
+    """The column keys of keys ``k_rows``, tile-shaped."""
+    return self._vec(self.col_ref.at[k_rows], 1 - self.q_dim)
+
+  def keep(self, row_keys, col_keys):
+    """Bool keep bits of the tile (``rows``, ``cols``)."""
+    return dropout.keep(row_keys, col_keys, self.thresh)
+
+
 def load_kv_tiles(item: _Item, group: int, block_kv: int, num_stages: int,
                   sync: _Sync, kv_refs, kv_smems, kv_bars, g0=None):
   """The producer's loop over an item's steps: TMA copies of the K and V
@@ -471,17 +518,26 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       num_q_tiles: int, group: int, longest_first: bool,
                       masked_first: bool, overlap_softmax: bool,
                       order: tuple[tuple[str, int], ...], num_ctas: int,
-                      interpret: bool, alibi: bool = False):
+                      interpret: bool, alibi: bool = False,
+                      rate: float = 0.0):
   """Work items of ``consumers * block_q`` query rows of one (b, n), in the
   launch ``order`` ((axis name, size), the last axis fastest).  num_ctas ==
   0: one CTA per item (a grid of ``order``); else a persistent kernel of
   num_ctas CTAs, CTA c running the items listed in row c of the schedule
   operand (``schedule.list_schedule``).  ``alibi``: the last operand holds
-  ALiBi slopes (``alibi_slopes``), added to every score tile."""
+  ALiBi slopes (``alibi_slopes``), added to every score tile.  ``rate`` > 0:
+  then the three ``dropout_keys`` operands; dropout zeroes P's dropped
+  entries before O += P V (l sums the undropped P, as the Triton kernels
+  and FlashAttention's dropout do) and O is scaled by 1 / (1 - rate) in the
+  epilogue."""
   if num_ctas:
     sched_ref, *refs = refs
   q_seg_ref, kv_seg_ref, mask_ref, refs = mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
+  drop = None
+  if rate > 0.0:
+    drop = DropoutTiles([refs.pop(0) for _ in range(3)], rate,
+                        (block_q, block_kv), 0)
   out_ref, lse_ref = refs
   dtype = q_ref.dtype
   head_dim = q_ref.shape[-1]
@@ -577,6 +633,15 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         fold = alibi and folds_alibi(scale, cap)
         if alibi:
           slope2 = slopes_ref[b, n]
+        if drop is not None:
+          drop_rows = drop.rows(b, n, pl.ds(q_base, bq))
+
+        def to_pv(p, j):  # P as the P V GEMM takes it: dropout's zeros in
+          if drop is not None:
+            keep = drop.keep(drop_rows,
+                             drop.cols(pl.ds(item.tile_of(j) * bk, bk)))
+            p = jnp.where(keep, p, 0.0)
+          return p.astype(dtype)
 
         # Non-causal folded ALiBi: the plain tiles left of, across and right
         # of the diagonal in three loops (``alibi_split``), so that a step
@@ -658,7 +723,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           alpha = jnp.exp2(m_i - m_new)
           acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
           l_i = l_i * alpha
-          p16 = p.astype(dtype)
+          p16 = to_pv(p, j)
           if head_dim <= 128:
             # Order found by the JAX/tokamax authors to schedule best for
             # d <= 128.
@@ -701,7 +766,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked,
                                     ab=ab)
             alpha = jnp.exp2(m_i - m_new)
-            return m_new, l_i * alpha + p.sum(axis=1), p.astype(dtype), alpha
+            return m_new, l_i * alpha + p.sum(axis=1), to_pv(p, j), alpha
 
           if interpret:
             # Interpret mode: no register-operand wgmma (see `add_pv`).
@@ -781,7 +846,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         in_len = jnp.where(rows < item.q_len - q_base, 1.0, 0.0).max(axis=1)
         ok = (m_i > 0.5 * _MASK) & (in_len > 0.5) & (l_i > 0.0)
         l_safe = jnp.where(ok, l_i, 1.0)
-        inv = jnp.where(ok, 1.0 / l_safe, 0.0)
+        norm = l_safe * (1.0 - rate) if rate > 0.0 else l_safe  # dropout
+        inv = jnp.where(ok, 1.0 / norm, 0.0)
         acc = acc * lax.broadcast_in_dim(inv, acc.shape, [0])
         lse = jnp.where(ok, m_i * _LN2 + jnp.log(l_safe), jnp.inf)
         if num_ctas:
@@ -985,6 +1051,9 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   alibi = arrays.alibi_slopes is not None
   if alibi:
     operands.append(alibi_slopes(arrays, b))
+  rate = params.dropout_rate
+  if rate > 0.0:
+    operands += dropout_keys(arrays, tp, sp)
 
   num_items = n * num_q_tiles * b
   num_ctas = 0  # persistent: one CTA per SM
@@ -1012,7 +1081,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
       num_q_tiles=num_q_tiles, group=n // kh,
       longest_first=spec.is_causal, masked_first=cfg.masked_first,
       overlap_softmax=cfg.overlap_softmax, order=order, num_ctas=num_ctas,
-      alibi=alibi, interpret=params.interpret)
+      alibi=alibi, rate=rate, interpret=params.interpret)
   kernel.__name__ = "pallas_flash_mosaic_fwd"
   if num_ctas:
     grid, grid_names = (num_ctas,), ("cta",)
