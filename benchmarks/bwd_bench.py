@@ -76,7 +76,8 @@ def cell_impls(h, t, causal, variants, n, alibi, dropout=0.0):
                                   alibi_slopes=alibi_slopes(n))
   fwd_cfg = MosaicConfig.default(h, causal, kv_seqlen=t)
   for v in variants:
-    bwd = dataclasses.replace(MosaicBackwardConfig.default(h, causal), **v)
+    bwd = dataclasses.replace(
+        MosaicBackwardConfig.default(h, causal, dropout > 0.0), **v)
     name = "ours[" + ",".join(f"{k}={x}" for k, x in v.items()) + "]"
     impls[name] = _ours(causal, "mosaic",
                         dataclasses.replace(fwd_cfg, backward=bwd), **drop)

@@ -541,7 +541,10 @@ SLOW_BACKWARD = [
       h=128, causal=True, dropout=0.1),
     B("bwd dropout S1k d64 (fused fixed point) ragged lengths", b=2, t=1000,
       s=1025, n=4, k=4, q_lengths=(1000, 0), kv_lengths=(1025, 300),
-      dropout=0.1),
+      dropout=0.1, config=MosaicBackwardConfig(
+          block_q_dkv=128, block_kv_dq=128, fused=True)),
+    B("bwd dropout S1k d64 default (two kernels, 64-row steps) causal",
+      b=2, t=1000, s=1025, n=4, k=2, causal=True, dropout=0.1),
     B("bwd dropout fused f32 dQ d128 alibi", b=2, t=1000, s=1100, n=4, k=2,
       h=128, alibi=True, dropout=0.1,
       config=MosaicBackwardConfig(deterministic=False)),
@@ -693,8 +696,13 @@ def test_bad_backward_config():
     MosaicBackwardConfig(split_head_dim=True, fused=True)
   for h in (64, 128, 256):
     for causal in (False, True):
-      cfg = MosaicBackwardConfig.default(h, causal)
-      assert cfg.smem_bytes(h) <= 227 * 1024, (h, causal, cfg)
+      for dropout in (False, True):
+        cfg = MosaicBackwardConfig.default(h, causal, dropout)
+        assert cfg.smem_bytes(h) <= 227 * 1024, (h, causal, cfg)
+  # d64: the fused kernel, but two kernels with dropout (its row and column
+  # keys spill beside the fused kernel's tiles)
+  assert MosaicBackwardConfig.default(64, False).fused
+  assert not MosaicBackwardConfig.default(64, False, dropout=True).fused
 
 
 BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
@@ -718,7 +726,9 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (64, False, None, "alibi soft-cap"),
     (128, False, MosaicBackwardConfig(deterministic=False), "alibi"),
     (128, True, None, "dropout"),
-    (64, False, None, "dropout alibi"),  # the fused fixed-point kernel
+    (64, False, MosaicBackwardConfig(block_q_dkv=128, block_kv_dq=128,
+                                     fused=True), "dropout alibi"),
+    (64, False, None, "dropout alibi"),  # d64's dropout default: two kernels
     (256, True, None, "dropout"),  # split_head_dim
     (64, True, MosaicBackwardConfig(block_q_dkv=128, deterministic=False),
      "dropout"),
@@ -768,23 +778,25 @@ def test_public_path_lowers_for_cuda(monkeypatch, causal):
 
 def test_public_path_with_dropout_lowers_for_cuda(monkeypatch):
   """With dropout the default Hopper path stays on the Mosaic kernels (the
-  forward, the dK/dV and dQ kernels at d128), none of the Triton ones."""
+  forward, the dK/dV and dQ kernels at d64 and d128: two kernels at d64
+  too), none of the Triton ones."""
   import pallas_flash as pf
   from pallas_flash import api
   monkeypatch.setattr(api, "_on_gpu", lambda: True)
   monkeypatch.setattr(api, "_is_hopper", lambda: True)
   monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
   monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
-  q = jax.ShapeDtypeStruct((2, 1000, 4, 128), jnp.bfloat16)
-  kv = jax.ShapeDtypeStruct((2, 1000, 2, 128), jnp.bfloat16)
-  loss = lambda q, k, v: pf.flash_attention(
-      q, k, v, is_causal=True, dropout_rate=0.1,
-      dropout_rng=jax.random.key(0)).astype(jnp.float32).sum()
-  text = jax.jit(jax.grad(loss, (0, 1, 2))).trace(q, kv, kv).lower(
-      lowering_platforms=("cuda",)).as_text()
-  for kernel in ("pallas_flash_mosaic_fwd", "pallas_flash_mosaic_dkdv",
-                 "pallas_flash_mosaic_dq"):
-    assert kernel in text, kernel
-  for kernel in ("pallas_flash_fwd", "pallas_flash_bwd_dkdv",
-                 "pallas_flash_bwd_dq"):
-    assert kernel not in text, kernel
+  for h in (64, 128):
+    q = jax.ShapeDtypeStruct((2, 1000, 4, h), jnp.bfloat16)
+    kv = jax.ShapeDtypeStruct((2, 1000, 2, h), jnp.bfloat16)
+    loss = lambda q, k, v: pf.flash_attention(
+        q, k, v, is_causal=True, dropout_rate=0.1,
+        dropout_rng=jax.random.key(0)).astype(jnp.float32).sum()
+    text = jax.jit(jax.grad(loss, (0, 1, 2))).trace(q, kv, kv).lower(
+        lowering_platforms=("cuda",)).as_text()
+    for kernel in ("pallas_flash_mosaic_fwd", "pallas_flash_mosaic_dkdv",
+                   "pallas_flash_mosaic_dq"):
+      assert kernel in text, (h, kernel)
+    for kernel in ("pallas_flash_fwd", "pallas_flash_bwd_dkdv",
+                   "pallas_flash_bwd_dq"):
+      assert kernel not in text, (h, kernel)

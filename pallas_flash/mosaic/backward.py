@@ -71,7 +71,8 @@ def _config(params: KernelParams, q) -> tuple[int, MosaicBackwardConfig]:
   hp = fwd._round_up(q.shape[-1], 64)
   cfg = params.config.backward if isinstance(params.config,
                                              MosaicConfig) else None
-  cfg = cfg or MosaicBackwardConfig.default(hp, params.spec.is_causal)
+  cfg = cfg or MosaicBackwardConfig.default(hp, params.spec.is_causal,
+                                            params.dropout_rate > 0.0)
   if cfg.split_head_dim:  # each consumer's share of columns: 64s
     hp = fwd._round_up(hp, 64 * cfg.consumers)
   return hp, cfg

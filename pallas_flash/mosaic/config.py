@@ -294,7 +294,8 @@ class MosaicBackwardConfig:
     return smem
 
   @classmethod
-  def default(cls, head_dim: int, causal: bool) -> "MosaicBackwardConfig":
+  def default(cls, head_dim: int, causal: bool,
+              dropout: bool = False) -> "MosaicBackwardConfig":
     """The entry for a (padded) head dim; see docs/mosaic.md.
 
     Measured on an H100, 2026-11-22, backward TFLOP/s in one run each:
@@ -320,8 +321,16 @@ class MosaicBackwardConfig:
       exchange tiles fill 224 of the 227 KiB of shared memory.  Run 14, d256
       S1k / S4k: 293 / 334 non-causal, 241 / 320 causal (cuDNN 249 / 312,
       196 / 311).  Not for d128 (run 15: 232 vs 423 at S4k N).
+    * d64 with dropout: two kernels, 64-row query steps.  H100,
+      2026-11-23, backward TFLOP/s at S4k N / S4k C / S16k C, dropout 0.1:
+      fused 160 / 151 / 173, two kernels with 128-row steps 183 / 149 /
+      188, with 64-row steps 251 / 235 / 265 (the Triton backward 245 /
+      235 / 262).  The keep bits' row and column keys beside the fused
+      kernel's tiles spill.
     """
     del causal
+    if head_dim <= 64 and dropout:
+      return cls(block_q_dkv=64, block_kv_dq=128)
     if head_dim <= 64:
       return cls(block_q_dkv=128, block_kv_dq=128, fused=True)
     if head_dim > 128:

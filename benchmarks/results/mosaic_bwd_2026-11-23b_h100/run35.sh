@@ -1,4 +1,4 @@
-# run 35 (NOT RUN: no device time left on 2026-11-23; for the next session): branch h-add-under-s: fused dQ share staged under the next S^T GEMM: fused GPU tests + d64/d128 timing
+# run 35 (ran 2026-11-23 07:45 UTC as part of .scratch/next_gpu1.sh, with a 150 s pytest limit and the cells d64-4k-N,d64-4k-C,d128-4k-N,d128-16k-C): branch h-add-under-s: fused dQ share staged under the next S^T GEMM: fused GPU tests + d64/d128 timing
 set -u
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 cd .wt/addS
