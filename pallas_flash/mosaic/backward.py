@@ -202,14 +202,6 @@ def _logits2(s, scale: float, cap: float | None):
   return th * (cap * _LOG2E), th
 
 
-def _dropout_tiles(refs, rate: float, shape, q_dim: int):
-  """``fwd.DropoutTiles`` of the three ``fwd.dropout_keys`` refs at the
-  front of ``refs`` (popped), or None without dropout."""
-  if rate <= 0.0:
-    return None
-  return fwd.DropoutTiles([refs.pop(0) for _ in range(3)], rate, shape, q_dim)
-
-
 def _ds(p, dp_minus_delta, th):
   """dS = P * (dP - delta) (Alg. 2 line 14), through the soft-cap's tanh;
   the softmax scale is applied once to dK / dQ at the end."""
@@ -583,7 +575,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   run; as fixed-point int32 words (``to_fixed``) they cannot."""
   q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
-  drop = _dropout_tiles(refs, rate, (cfg.block_kv_dkv, cfg.block_q_dkv), 1)
+  drop = fwd.DropoutTiles.pop(refs, rate,
+                              (cfg.block_kv_dkv, cfg.block_q_dkv), 1)
   fold = alibi and fwd.folds_alibi(scale, cap)
   fused = cfg.one_kernel  # dQ by TMA reduce-add into dq_ref
   fixed = fused and cfg.deterministic  # (fixed point: F [B, N, T])
@@ -840,7 +833,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   kv tiles of the tile table (causal: launched longest first)."""
   q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
-  drop = _dropout_tiles(refs, rate, (cfg.block_q_dq, cfg.block_kv_dq), 0)
+  drop = fwd.DropoutTiles.pop(refs, rate,
+                              (cfg.block_q_dq, cfg.block_kv_dq), 0)
   dq_ref, smem, barriers = refs
   q_smems, do_smems, k_smems, v_smems, *xchg_smem = smem
   q_bars, do_bars, k_bars, v_bars, *interpret_bars = barriers

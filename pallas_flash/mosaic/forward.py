@@ -472,6 +472,14 @@ class DropoutTiles:
     self.thresh = dropout.threshold(rate)
     self.shape, self.q_dim = shape, q_dim
 
+  @classmethod
+  def pop(cls, refs: list, rate: float, shape, q_dim: int):
+    """The tiles of the three ``dropout_keys`` refs at the front of a
+    kernel's ``refs`` (popped), or None without dropout (no operands)."""
+    if rate <= 0.0:
+      return None
+    return cls([refs.pop(0) for _ in range(3)], rate, shape, q_dim)
+
   def _vec(self, ref, dim):
     x = plgpu.load(ref, layout=_ROW if dim == 0 else _COL, optimized=False)
     return lax.broadcast_in_dim(x, self.shape, [dim])
@@ -534,10 +542,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
     sched_ref, *refs = refs
   q_seg_ref, kv_seg_ref, mask_ref, refs = mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
-  drop = None
-  if rate > 0.0:
-    drop = DropoutTiles([refs.pop(0) for _ in range(3)], rate,
-                        (block_q, block_kv), 0)
+  drop = DropoutTiles.pop(refs, rate, (block_q, block_kv), 0)
   out_ref, lse_ref = refs
   dtype = q_ref.dtype
   head_dim = q_ref.shape[-1]
