@@ -325,8 +325,8 @@ class MosaicBackwardConfig:
       2026-11-23, backward TFLOP/s at S4k N / S4k C / S16k C, dropout 0.1:
       fused 160 / 151 / 173, two kernels with 128-row steps 183 / 149 /
       188, with 64-row steps 251 / 235 / 265 (the Triton backward 245 /
-      235 / 262).  The keep bits' row and column keys beside the fused
-      kernel's tiles spill.
+      235 / 262) (runs D3-D4; ptxas: the fused kernel with dropout spills
+      908 bytes at d128, run D2; not read at d64).
     """
     del causal
     if head_dim <= 64 and dropout:
