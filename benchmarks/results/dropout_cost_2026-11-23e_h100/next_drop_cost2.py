@@ -1,0 +1,46 @@
+"""(Needs branch h6-early-keys: fwd.EARLY_KEYS.)  Dropout A/B in one process: keep-bit variants x where the per-step keys
+are loaded (EARLY_KEYS: at the step's start vs after the score GEMMs)."""
+import sys, os, jax, jax.numpy as jnp
+from pallas_flash import dropout
+from pallas_flash.mosaic import forward as fwd
+import pallas_flash as pf
+from benchmarks.mosaic_bench import cell_inputs
+from benchmarks.timing import time_interleaved
+
+ORIG = dropout.keep
+KEEPS = {"base": ORIG, "cmp": lambda rk, c, t: (c + 0 * rk[0]) >= t,
+         # one row key: m_i = r_i | 1 (no second row vector)
+         "onekey": lambda rk, c, t: (rk[0] ^ c) * (rk[0] | 1) >= t}
+VARIANTS = [("none", None, True), ("late", "base", False), ("early", "base", True),
+            ("cmp-late", "cmp", False), ("cmp-early", "cmp", True),
+            ("onekey-late", "onekey", False), ("onekey-early", "onekey", True)]
+cells = sys.argv[1].split(",")
+for cell in cells:
+  h, t, c = cell.split("-"); h = int(h[1:]); t = int(t[:-1]) * 1024; causal = c == "C"
+  b, n, (q, k, v), flops = cell_inputs(h, t, causal)
+  do = jax.random.normal(jax.random.key(99), q.shape, jnp.bfloat16)
+  calls = {}
+  for name, keep, early in VARIANTS:
+    dropout.keep = KEEPS.get(keep, ORIG)
+    fwd.EARLY_KEYS = early
+    kw = dict(dropout_rate=0.1, dropout_rng=jax.random.key(7)) if keep else {}
+    f = lambda q, k, v, kw=kw: pf.flash_attention(q, k, v, is_causal=causal, implementation="mosaic", **kw)
+    def g(q, k, v, do, f=f):
+      o, vjp = jax.vjp(f, q, k, v); return vjp(do)
+    print(f"## {cell} {name}", flush=True)
+    try:
+      cf = jax.jit(f).lower(q, k, v).compile()
+      cg = jax.jit(g).lower(q, k, v, do).compile()
+      calls[name] = (cf, (q, k, v)); calls[name + " fb"] = (cg, (q, k, v, do))
+    except Exception as e:
+      print(name, "failed", type(e).__name__, str(e)[:300])
+  dropout.keep = ORIG; fwd.EARLY_KEYS = True
+  tm = time_interleaved(calls, 5, 0.03)
+  base = None
+  print(f"{cell}: fwd / fwd+bwd / bwd TFLOP/s, and / none")
+  for name, *_ in VARIANTS:
+    if name not in calls: continue
+    fs, fbs = tm[name][0], tm[name + " fb"][0]
+    r = (flops / fs / 1e12, 3.5 * flops / fbs / 1e12, 2.5 * flops / (fbs - fs) / 1e12)
+    base = base or r
+    print(f"  {name:9s} {r[0]:6.1f} {r[1]:6.1f} {r[2]:6.1f}   {r[0]/base[0]:.2f} {r[1]/base[1]:.2f} {r[2]/base[2]:.2f}")
