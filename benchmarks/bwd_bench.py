@@ -6,8 +6,9 @@ bf16) times, in one process on the same inputs and in interleaved bursts
 backward of: ours (``implementation="mosaic"``: Mosaic forward and, for head
 dims <= 128, the Mosaic backward; plus each ``--variant`` of the backward
 config), ours with the Pallas-Triton kernels (``implementation="triton"``),
-cuDNN (``jax.nn.dot_product_attention``) and tokamax's Mosaic kernels when
-importable.  Backward time = (fwd+bwd) - fwd; backward FLOPs = 2.5 x forward
+cuDNN (``jax.nn.dot_product_attention``; also as ``cudnn det``, compiled with
+``xla_gpu_deterministic_ops=True``, cuDNN's deterministic backward, the
+guarantee our default gives) and tokamax's Mosaic kernels when importable.  Backward time = (fwd+bwd) - fwd; backward FLOPs = 2.5 x forward
 FLOPs (causal halved).  The gradients of every implementation are checked
 against cuDNN's (relative L2 error) before timing.
 
@@ -84,9 +85,15 @@ def cell_impls(h, t, causal, variants, n, alibi, dropout=0.0):
   impls["triton"] = _ours(causal, "triton")
   impls["cudnn"] = lambda q, k, v: jax.nn.dot_product_attention(
       q, k, v, is_causal=causal, implementation="cudnn")
+  impls["cudnn det"] = impls["cudnn"]  # compiled with COMPILE_OPTIONS
   if (tk := tokamax_fn(causal)) is not None:
     impls["tokamax"] = tk
   return impls
+
+
+# cuDNN's backward is deterministic only when XLA requires determinism
+# (benchmarks/peers.py, ``cudnn-det``); ours is by default.
+COMPILE_OPTIONS = {"cudnn det": {"xla_gpu_deterministic_ops": True}}
 
 
 def fwd_bwd(f):
@@ -112,11 +119,14 @@ def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
     if only and name not in only:
       continue
     try:
-      fb = fwd_bwd(f)
+      fb, fw = fwd_bwd(f), jax.jit(f)
+      if name in COMPILE_OPTIONS:
+        fb = fb.lower(q, k, v, do).compile(COMPILE_OPTIONS[name])
+        fw = fw.lower(q, k, v).compile(COMPILE_OPTIONS[name])
       grads = jax.block_until_ready(fb(q, k, v, do))
       if name == "cudnn":
         ref = grads
-      calls[name] = (jax.jit(f), (q, k, v))
+      calls[name] = (fw, (q, k, v))
       calls[name + " fb"] = (fb, (q, k, v, do))
       errors[name] = grads
     except Exception as e:  # a variant that does not fit / lower
@@ -153,7 +163,8 @@ def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
 def table(rows):
   """Per cell: our backward and fwd+bwd against the faster peer."""
   lines = ["| cell | ours bwd | cuDNN bwd | tokamax bwd | triton bwd | "
-           "ours/best bwd | ours/cuDNN fwd+bwd |", "|---" * 7 + "|"]
+           "ours/best bwd | ours/cuDNN fwd+bwd | cuDNN det bwd | "
+           "ours/cuDNN det bwd |", "|---" * 9 + "|"]
   by_cell = {}
   for r in rows:
     by_cell.setdefault(r["cell"], {})[r["impl"]] = r
@@ -166,7 +177,9 @@ def table(rows):
         f"{get('cudnn', 'bwd_tflops'):.0f} | {get('tokamax', 'bwd_tflops'):.0f}"
         f" | {get('triton', 'bwd_tflops'):.0f} | "
         f"{get('ours', 'bwd_tflops') / best:.2f} | "
-        f"{get('ours', 'fwdbwd_tflops') / get('cudnn', 'fwdbwd_tflops'):.2f} |")
+        f"{get('ours', 'fwdbwd_tflops') / get('cudnn', 'fwdbwd_tflops'):.2f} | "
+        f"{get('cudnn det', 'bwd_tflops'):.0f} | "
+        f"{get('ours', 'bwd_tflops') / get('cudnn det', 'bwd_tflops'):.2f} |")
   if any(r["impl"] == "ours alibi" for r in rows):
     lines += ["", "| cell | ALiBi / none fwd | ALiBi / none fwd+bwd | "
               "ours ALiBi / triton ALiBi fwd+bwd |", "|---" * 4 + "|"]

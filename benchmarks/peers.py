@@ -15,6 +15,13 @@ Peers, with their signatures read from the installed sources:
   scale, is_causal, query_seq_lengths, key_value_seq_lengths,
   local_window_size, implementation)``.  No segment ids: packed documents are
   given to it as a dense ``[B, 1, T, S]`` boolean mask.
+* ``cudnn-det``: the same cuDNN call compiled with
+  ``xla_gpu_deterministic_ops=True``.  XLA builds cuDNN's flash-attention
+  backward with ``force_deterministic = RequireDeterminism(config)``
+  (``cudnn_custom_call_compiler.cc``), which is false by default: the
+  ``cudnn`` row's backward may change bits run to run (its dQ reduction
+  order), while ours is deterministic by default.  This row is the peer
+  under the same guarantee.
 * ``jax-mha``: ``jax.experimental.pallas.ops.gpu.attention.mha(q, k, v,
   segment_ids, sm_scale=1.0, causal=False, block_sizes=BlockSizes.get_default(),
   ...)``, [B, T, N, H]; sm_scale is passed explicitly as 1/sqrt(H) (its
@@ -65,6 +72,8 @@ class Impl:
   # Logit scale the implementation applies (what the reference must use).
   ref_scale: Callable[[wl.Workload], float] = lambda w: 1.0 / math.sqrt(w.head_dim)
   note: str = ""
+  # XLA compile options of its jitted forward and forward + backward.
+  compile_options: dict | None = None
 
 
 def _aux(x: wl.Inputs, **extra) -> dict[str, Any]:
@@ -201,6 +210,11 @@ IMPLS: dict[str, Impl] = {
              note="pallas_flash.flash_attention(implementation='mosaic')"),
         Impl("cudnn", False, _jax_nn("cudnn"),
              note="jax.nn.dot_product_attention(implementation='cudnn')"),
+        Impl("cudnn-det", False, _jax_nn("cudnn"),
+             compile_options={"xla_gpu_deterministic_ops": True},
+             note="jax.nn.dot_product_attention(implementation='cudnn') "
+                  "compiled with xla_gpu_deterministic_ops=True (cuDNN's "
+                  "deterministic backward)"),
         Impl("xla", False, _jax_nn("xla"),
              note="jax.nn.dot_product_attention(implementation='xla')"),
         Impl("jax-mha", False, _jax_mha,

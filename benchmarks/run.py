@@ -251,7 +251,8 @@ def bench_cell(w: wl.Workload, impls, args, settings, log) -> list[dict]:
     fwd_ok = False
     cf = cb = None
     try:
-      cf, r["compile_fwd_s"] = timing.compile_timed(fn, x.q, x.k, x.v, aux)
+      cf, r["compile_fwd_s"] = timing.compile_timed(
+          fn, x.q, x.k, x.v, aux, options=impl.compile_options)
       r["mem_fwd_bytes"] = timing.mem_bytes(cf)
       need, free = timing.temp_bytes(cf), timing.free_device_bytes()
       if need is not None and free is not None and need > free:
@@ -283,8 +284,9 @@ def bench_cell(w: wl.Workload, impls, args, settings, log) -> list[dict]:
       r["status_bwd"] = "skipped (--only fwd)"
     else:
       try:
-        cb, r["compile_fwdbwd_s"] = timing.compile_timed(_make_fwdbwd(fn), x.q, x.k, x.v,
-                                             aux, x.do)
+        cb, r["compile_fwdbwd_s"] = timing.compile_timed(
+            _make_fwdbwd(fn), x.q, x.k, x.v, aux, x.do,
+            options=impl.compile_options)
         r["mem_fwdbwd_bytes"] = timing.mem_bytes(cb)
         need, free = timing.temp_bytes(cb), timing.free_device_bytes()
         if need is not None and free is not None and need > free:
@@ -370,7 +372,8 @@ def memory_sweep(mem_workloads, impls, args, log) -> list[dict]:
         fn, aux = impl.build(w, x)
         c, r["compile_s"] = timing.compile_timed(
             _make_fwdbwd(fn), x.q, x.k, x.v, aux, x.do,
-            options=_MEMORY_SWEEP_OPTIONS if on_gpu else None)
+            options={**(_MEMORY_SWEEP_OPTIONS if on_gpu else {}),
+                     **(impl.compile_options or {})} or None)
         r["bytes"] = timing.mem_bytes(c)
         r["status"] = "ok" if r["bytes"] is not None else "no memory_analysis"
         del c

@@ -62,6 +62,34 @@ def test_wrong_result_is_reported_not_timed(tmp_path, monkeypatch):
   assert "t_fwd_s" not in r and "tflops_fwd" not in r
 
 
+def test_compile_options_reach_the_compiler(tmp_path, monkeypatch):
+  """An implementation's ``compile_options`` (``cudnn-det``'s
+  xla_gpu_deterministic_ops) are passed to its forward's and its
+  forward + backward's compiles, and only to its own."""
+  from benchmarks import peers, timing
+
+  assert peers.IMPLS["cudnn-det"].compile_options == {
+      "xla_gpu_deterministic_ops": True}
+  seen = []
+  compile_timed = timing.compile_timed
+
+  def spy(f, *args, options=None):
+    seen.append(options)
+    return compile_timed(f, *args, options=options)
+
+  monkeypatch.setattr(timing, "compile_timed", spy)
+  opts = {"xla_gpu_deterministic_ops": True}  # accepted by the CPU compiler too
+  det = dataclasses.replace(peers.IMPLS["xla"], compile_options=opts)
+  monkeypatch.setitem(peers.IMPLS, "xla", det)
+  out = tmp_path / "bench"
+  run.main(["--smoke", "--impls", "xla", "--workloads", "convention",
+            "--seqlens", "128", "--causal", "no", "--reps", "2", "--no-plots",
+            "--no-check", "--out", str(out)])
+  data = json.loads((out / "results.json").read_text())
+  assert [r["status_fwd"] for r in data["results"]] == ["ok"]
+  assert seen == [opts, opts]  # forward, forward + backward
+
+
 def test_flops_convention():
   w = workloads.Workload(name="convention", batch=4, seqlen=4096, heads=16,
                          kv_heads=16, head_dim=128, causal=True,
