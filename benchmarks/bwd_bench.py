@@ -8,8 +8,9 @@ dims <= 128, the Mosaic backward; plus each ``--variant`` of the backward
 config), ours with the Pallas-Triton kernels (``implementation="triton"``),
 cuDNN (``jax.nn.dot_product_attention``; also as ``cudnn det``, compiled with
 ``xla_gpu_deterministic_ops=True``, cuDNN's deterministic backward, the
-guarantee our default gives) and tokamax's Mosaic kernels when importable.  Backward time = (fwd+bwd) - fwd; backward FLOPs = 2.5 x forward
-FLOPs (causal halved).  The gradients of every implementation are checked
+guarantee our default gives) and tokamax's Mosaic kernels when importable.
+Backward time = (fwd+bwd) - fwd; backward FLOPs = 2.5 x forward FLOPs
+(causal halved).  The gradients of every implementation are checked
 against cuDNN's (relative L2 error) before timing.
 
   PYTHONPATH=$PWD python3 benchmarks/bwd_bench.py [--cells d128-16k-C,...]
@@ -33,7 +34,7 @@ import os
 import jax
 import jax.numpy as jnp
 
-from benchmarks import mosaic_bench
+from benchmarks import mosaic_bench, peers
 from benchmarks.mosaic_bench import cell_inputs, log, parse_variant, tokamax_fn
 from benchmarks.timing import time_interleaved
 import pallas_flash as pf
@@ -91,9 +92,9 @@ def cell_impls(h, t, causal, variants, n, alibi, dropout=0.0):
   return impls
 
 
-# cuDNN's backward is deterministic only when XLA requires determinism
-# (benchmarks/peers.py, ``cudnn-det``); ours is by default.
-COMPILE_OPTIONS = {"cudnn det": {"xla_gpu_deterministic_ops": True}}
+# cuDNN's backward is deterministic only when XLA requires determinism;
+# ours is by default.  The options are those of run.py's ``cudnn-det`` peer.
+COMPILE_OPTIONS = {"cudnn det": peers.IMPLS["cudnn-det"].compile_options}
 
 
 def fwd_bwd(f):

@@ -65,7 +65,7 @@ def test_wrong_result_is_reported_not_timed(tmp_path, monkeypatch):
 def test_compile_options_reach_the_compiler(tmp_path, monkeypatch):
   """An implementation's ``compile_options`` (``cudnn-det``'s
   xla_gpu_deterministic_ops) are passed to its forward's and its
-  forward + backward's compiles, and only to its own."""
+  forward + backward's compiles."""
   from benchmarks import peers, timing
 
   assert peers.IMPLS["cudnn-det"].compile_options == {
