@@ -658,6 +658,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       lse2 = plgpu.load(lse_ref.at[b, n, q_rows], layout=_COL, optimized=False)
       delta = plgpu.load(delta_ref.at[b, n, q_rows], layout=_COL,
                          optimized=False)
+      drop_rows = (drop.rows(b, n, q_rows)
+                   if drop is not None and fwd.EARLY_KEYS else None)
       if fused:  # (step 0: an unused load of step -1's "rows", tile 0)
         f_prev = fixed_scale(prev)
       q_smem, do_smem = q_smems.at[slot], do_smems.at[slot]
@@ -715,7 +717,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       p, th = (*p_th, None)[:2]
       parity = lax.rem(i, 2)
       if drop is not None:  # Z P^T for dV; Z dP^T - delta' for dS^T
-        keep = drop.keep(drop.rows(b, n, q_rows), drop_cols)
+        keep = drop.keep(drop_rows or drop.rows(b, n, q_rows), drop_cols)
         if xchg is None:  # (split_head_dim: dP^T comes below)
           dp = jnp.where(keep, dp, dp_init)
         p_pv = jnp.where(keep, p, 0.0)
@@ -876,6 +878,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       slot = lax.rem(j, stages)
       ki = item.tile_of(j)
       k_smem, v_smem = k_smems.at[slot], v_smems.at[slot]
+      cols = (drop.cols(pl.ds(ki * bk, bk))
+              if drop is not None and fwd.EARLY_KEYS else None)
       s_init_j = s_init
       if alibi and (xchg is None or w == 0):  # folded: in S's init
         ab = fwd.AlibiTile(slope2, item.offset, q_base, ki * bk, (bq, bk), 0,
@@ -923,7 +927,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       if xchg is not None:
         (dp,) = xchg.take(0, interpret)
       if drop is not None:  # Z dP - delta' (module docstring)
-        keep = drop.keep(drop_rows, drop.cols(pl.ds(ki * bk, bk)))
+        keep = drop.keep(drop_rows, cols if cols is not None else
+                         drop.cols(pl.ds(ki * bk, bk)))
         dp = jnp.where(keep, dp, dp_init)
       ds = _ds(p, dp, th).astype(dtype)
       if xchg is not None:

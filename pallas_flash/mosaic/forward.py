@@ -455,6 +455,12 @@ def dropout_keys(arrays: masks.MaskArrays, tp: int, sp: int):
   return [*rows, dropout.col_keys(jnp.arange(sp, dtype=jnp.int32))]
 
 
+# Experiment (run 43's follow-up): load each step's dropout key vectors at
+# the step's start, before the score GEMMs (True), or where the keep bits
+# are computed, after them (False, main's form).  Read at trace time.
+EARLY_KEYS = True
+
+
 class DropoutTiles:
   """The ``dropout.keep`` bits of score tiles, from ``dropout_keys``'
   refs (row xor keys, row multipliers [B, N, Tp], column keys [Sp]).
@@ -641,10 +647,17 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         if drop is not None:
           drop_rows = drop.rows(b, n, pl.ds(q_base, bq))
 
-        def to_pv(p, j):  # P as the P V GEMM takes it: dropout's zeros in
+        def step_cols(j):  # step j's dropout column keys, or None
+          if drop is None or not EARLY_KEYS:
+            return None
+          return drop.cols(pl.ds(item.tile_of(j) * bk, bk))
+
+        def to_pv(p, j, cols=None):  # P as the P V GEMM takes it: dropout's
+          # zeros in (cols: step j's column keys, loaded early)
           if drop is not None:
-            keep = drop.keep(drop_rows,
-                             drop.cols(pl.ds(item.tile_of(j) * bk, bk)))
+            if cols is None:
+              cols = drop.cols(pl.ds(item.tile_of(j) * bk, bk))
+            keep = drop.keep(drop_rows, cols)
             p = jnp.where(keep, p, 0.0)
           return p.astype(dtype)
 
@@ -703,6 +716,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           """S(j), softmax(j), then O += P(j) V(j) (FA-2 Alg. 1 inner loop)."""
           acc, m_i, l_i = carry
           slot = slot_of(j)
+          cols = step_cols(j)
           ab = alibi_of(j, side)
           init = s_init(ab)
 
@@ -728,7 +742,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           alpha = jnp.exp2(m_i - m_new)
           acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
           l_i = l_i * alpha
-          p16 = to_pv(p, j)
+          p16 = to_pv(p, j, cols)
           if head_dim <= 128:
             # Order found by the JAX/tokamax authors to schedule best for
             # d <= 128.
@@ -757,6 +771,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           P(-1): it multiplies P = 0 into V(0), which adds exactly nothing."""
           acc, m_i, l_i, p_prev = carry
           slot = slot_of(j)
+          cols = step_cols(j)
           prev = slot_of(jnp.maximum(j - 1, 0))
           ab = alibi_of(j, side)
           init = s_init(ab)
@@ -771,7 +786,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked,
                                     ab=ab)
             alpha = jnp.exp2(m_i - m_new)
-            return m_new, l_i * alpha + p.sum(axis=1), to_pv(p, j), alpha
+            return m_new, l_i * alpha + p.sum(axis=1), to_pv(p, j, cols), alpha
 
           if interpret:
             # Interpret mode: no register-operand wgmma (see `add_pv`).
