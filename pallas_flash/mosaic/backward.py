@@ -61,6 +61,10 @@ from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 from pallas_flash.params import KernelParams
 
 _WGMMA, _ROW, _COL = fwd._WGMMA, fwd._ROW, fwd._COL
+# Experiment (run 43's follow-up): the dK/dV kernel takes each step's
+# dropout row keys through the Q / dO ring (TMA into shared memory, read
+# where the keep bits are computed) instead of global loads.  Trace time.
+RING_ROW_KEYS = False
 segment_ids = fwd.segment_ids
 _LOG2E = math.log2(math.e)
 _TILED = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
@@ -559,7 +563,8 @@ def _interpret_barriers(cfg: MosaicBackwardConfig):
 def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                  *refs, spec: masks.MaskSpec, scale: float,
                  cap: float | None, cfg: MosaicBackwardConfig, group: int,
-                 interpret: bool, alibi: bool, rate: float):
+                 interpret: bool, alibi: bool, rate: float,
+                 ring_keys: bool = False):
   """One CTA: ``C * block_kv`` key rows of kv head ``heads``; loops over the
   G query heads of the kv head, then the query tiles of the tile table.
 
@@ -585,6 +590,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   dk_ref, dv_ref, smem, barriers = refs
   k_smems, v_smems, q_smems, do_smems, *extra_smem = smem
   k_bars, v_bars, q_bars, do_bars, *interpret_bars = barriers
+  # ring_keys: the dropout row keys of each step's query tile come through
+  # the Q / dO ring (TMA, [stages, 2, block_q] int32, their own barriers)
+  key_smem = extra_smem.pop() if ring_keys else None
+  key_bars = interpret_bars.pop() if ring_keys else None
   dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
   c, stages = cfg.consumers, cfg.num_stages
   bq, bk = cfg.block_q_dkv, cfg.block_kv_dkv
@@ -658,8 +667,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       lse2 = plgpu.load(lse_ref.at[b, n, q_rows], layout=_COL, optimized=False)
       delta = plgpu.load(delta_ref.at[b, n, q_rows], layout=_COL,
                          optimized=False)
-      drop_rows = (drop.rows(b, n, q_rows)
-                   if drop is not None and fwd.EARLY_KEYS else None)
+      drop_rows = (drop.rows(b, n, q_rows) if drop is not None
+                   and fwd.EARLY_KEYS and key_smem is None else None)
       if fused:  # (step 0: an unused load of step -1's "rows", tile 0)
         f_prev = fixed_scale(prev)
       q_smem, do_smem = q_smems.at[slot], do_smems.at[slot]
@@ -717,6 +726,11 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       p, th = (*p_th, None)[:2]
       parity = lax.rem(i, 2)
       if drop is not None:  # Z P^T for dV; Z dP^T - delta' for dS^T
+        if key_smem is not None:  # from the ring, read where they are used
+          plgpu.barrier_wait(key_bars.at[slot])
+          drop_rows = tuple(lax.broadcast_in_dim(
+              plgpu.load(key_smem.at[slot, a], layout=_COL, optimized=False),
+              (bk, bq), [1]) for a in range(2))
         keep = drop.keep(drop_rows or drop.rows(b, n, q_rows), drop_cols)
         if xchg is None:  # (split_head_dim: dP^T comes below)
           dp = jnp.where(keep, dp, dp_init)
@@ -813,6 +827,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                               q_bars.at[slot])
       plgpu.copy_gmem_to_smem(do_ref.at[rows], do_smems.at[slot],
                               do_bars.at[slot])
+      if key_smem is not None:  # the query rows' dropout keys (r_i, m_i)
+        for a, ref in enumerate((drop.xor_ref, drop.mul_ref)):
+          plgpu.copy_gmem_to_smem(ref.at[rows[0], rows[2], rows[1]],
+                                  key_smem.at[slot, a], key_bars.at[slot])
 
     # Drain: no barrier is left mid-phase when the CTA exits.
     @pl.loop(jnp.maximum(0, total - stages), total)
@@ -1022,6 +1040,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   stages = cfg.num_stages
   interp = (_interpret_barriers(cfg)
             if params.interpret else ())
+  ring_keys = rate > 0.0 and RING_ROW_KEYS
 
   # dK, dV: kv tiles of a kv head launched together, ascending (causal: the
   # first kv tiles are seen by the most query rows: longest first).
@@ -1051,15 +1070,19 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     slots = (kv_tiles,) if params.interpret else ()
     dq_acc = jax.new_ref(jnp.zeros((*slots, b, tp, n, hp), dq_dtype))
     operands.append(dq_acc)
+  key_ring = ()  # (ring_keys: two TMA copies arrive per slot)
+  if ring_keys:
+    smem.append(plgpu.SMEM((stages, 2, bq), jnp.int32))
+    key_ring = (plgpu.Barrier(num_arrivals=2, num_barriers=stages),)
   dk, dv = _launch(
-      functools.partial(_dkdv_kernel, **common), "pallas_flash_mosaic_dkdv",
-      operands,
+      functools.partial(_dkdv_kernel, ring_keys=ring_keys, **common),
+      "pallas_flash_mosaic_dkdv", operands,
       out_type=(jax.ShapeDtypeStruct((b, sp, kh, hp), k.dtype),) * 2,
       order=(("heads", kh), ("kv_tiles", kv_tiles), ("batch", b)),
       consumers=c, smem=tuple(smem),
       barriers=(*kv_bars,
                 plgpu.Barrier(num_barriers=stages),
-                plgpu.Barrier(num_barriers=stages), *interp),
+                plgpu.Barrier(num_barriers=stages), *interp, *key_ring),
       interpret=params.interpret)
   if cfg.one_kernel:
     dq = dq_acc[...]
