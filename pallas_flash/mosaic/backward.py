@@ -858,6 +858,9 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   dq_ref, smem, barriers = refs
   q_smems, do_smems, k_smems, v_smems, *xchg_smem = smem
   q_bars, do_bars, k_bars, v_bars, *interpret_bars = barriers
+  ring = drop is not None and fwd.RING_COL_KEYS  # column keys in the ring
+  key_smem = xchg_smem.pop() if ring else None
+  key_bars = interpret_bars.pop() if ring else None
   dtype = q_ref.dtype
   c, stages = cfg.consumers, cfg.num_stages
   bq, bk = cfg.block_q_dq, cfg.block_kv_dq
@@ -896,8 +899,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       slot = lax.rem(j, stages)
       ki = item.tile_of(j)
       k_smem, v_smem = k_smems.at[slot], v_smems.at[slot]
-      cols = (drop.cols(pl.ds(ki * bk, bk))
-              if drop is not None and fwd.EARLY_KEYS else None)
+      cols = (drop.cols(pl.ds(ki * bk, bk)) if drop is not None
+              and fwd.EARLY_KEYS and not ring else None)
       s_init_j = s_init
       if alibi and (xchg is None or w == 0):  # folded: in S's init
         ab = fwd.AlibiTile(slope2, item.offset, q_base, ki * bk, (bq, bk), 0,
@@ -945,6 +948,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       if xchg is not None:
         (dp,) = xchg.take(0, interpret)
       if drop is not None:  # Z dP - delta' (module docstring)
+        if ring:
+          cols = drop.ring_cols(key_smem, key_bars, slot)
         keep = drop.keep(drop_rows, cols if cols is not None else
                          drop.cols(pl.ds(ki * bk, bk)))
         dp = jnp.where(keep, dp, dp_init)
@@ -971,7 +976,9 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 
   def _producer():
     fwd.load_kv_tiles(item, group, bk, stages, sync, (k_ref, v_ref),
-                      (k_smems, v_smems), (k_bars, v_bars))
+                      (k_smems, v_smems), (k_bars, v_bars),
+                      keys=(0, drop.col_ref, key_smem, key_bars)
+                      if ring else None)
 
     @pl.loop(jnp.maximum(0, item.n_steps - stages), item.n_steps)
     def _(j):
@@ -1041,6 +1048,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   interp = (_interpret_barriers(cfg)
             if params.interpret else ())
   ring_keys = rate > 0.0 and RING_ROW_KEYS
+  col_ring = rate > 0.0 and fwd.RING_COL_KEYS  # (the dQ kernel's)
 
   # dK, dV: kv tiles of a kv head launched together, ascending (causal: the
   # first kv tiles are seen by the most query rows: longest first).
@@ -1109,9 +1117,11 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
             plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED),
             plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED),
             *([_Exchange.allocate((bq, bk), q.dtype, with_p=False)]
-              if cfg.split_head_dim else [])),
+              if cfg.split_head_dim else []),
+            *([plgpu.SMEM((stages, bk), jnp.int32)] if col_ring else [])),
       barriers=(*q_bars,
                 plgpu.Barrier(num_barriers=stages),
-                plgpu.Barrier(num_barriers=stages), *interp),
+                plgpu.Barrier(num_barriers=stages), *interp,
+                *([plgpu.Barrier(num_barriers=stages)] if col_ring else [])),
       interpret=params.interpret)
   return dq[:, :t, :, :h], dk[:, :s, :, :h], dv[:, :s, :, :h]

@@ -459,6 +459,10 @@ def dropout_keys(arrays: masks.MaskArrays, tp: int, sp: int):
 # the step's start, before the score GEMMs (True), or where the keep bits
 # are computed, after them (False, main's form).  Read at trace time.
 EARLY_KEYS = True
+# Experiment: the forward's and the dQ kernel's per-step dropout column
+# keys through the K / V ring (TMA into shared memory with the tile they
+# are released with, read where the keep bits are computed).  Trace time.
+RING_COL_KEYS = False
 
 
 class DropoutTiles:
@@ -499,18 +503,27 @@ class DropoutTiles:
     """The column keys of keys ``k_rows``, tile-shaped."""
     return self._vec(self.col_ref.at[k_rows], 1 - self.q_dim)
 
+  def ring_cols(self, key_smem, key_bars, slot):
+    """The column keys of ring slot ``slot`` (``load_kv_tiles``' keys),
+    tile-shaped, once they have landed."""
+    plgpu.barrier_wait(key_bars.at[slot])
+    return self._vec(key_smem.at[slot], 1 - self.q_dim)
+
   def keep(self, row_keys, col_keys):
     """Bool keep bits of the tile (``rows``, ``cols``)."""
     return dropout.keep(row_keys, col_keys, self.thresh)
 
 
 def load_kv_tiles(item: _Item, group: int, block_kv: int, num_stages: int,
-                  sync: _Sync, kv_refs, kv_smems, kv_bars, g0=None):
+                  sync: _Sync, kv_refs, kv_smems, kv_bars, g0=None,
+                  keys=None):
   """The producer's loop over an item's steps: TMA copies of the K and V
   tiles of step j into ring slot (g0 + j) % num_stages, each slot refilled
   once the consumers released what it held num_stages steps before (the
   forward and the dQ kernel).  ``g0``: ring steps before this item (None:
-  the item is the CTA's only one)."""
+  the item is the CTA's only one).  ``keys``: (kind, column-key ref [Sp],
+  smem [num_stages, block_kv], barriers): the step's dropout column keys,
+  copied with the K (kind 0) or V (1) tile whose release frees them."""
   kv_head = lax.div(item.n, jnp.array(group, item.n.dtype))
 
   @pl.loop(0, item.n_steps)
@@ -523,6 +536,10 @@ def load_kv_tiles(item: _Item, group: int, block_kv: int, num_stages: int,
                                                   kv_bars)):
       pl.when(refill)(lambda: sync.await_release(kind, slot))
       plgpu.copy_gmem_to_smem(ref.at[rows], smems.at[slot], bars.at[slot])
+      if keys is not None and keys[0] == kind:
+        _, col_ref, key_smem, key_bars = keys
+        plgpu.copy_gmem_to_smem(col_ref.at[rows[1]], key_smem.at[slot],
+                                key_bars.at[slot])
 
 
 def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
@@ -555,8 +572,11 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
   bq, bk = block_q, block_kv
 
   def entry(smem, barriers):
-    q_smems, k_smems, v_smems, o_smems, lse_smems = smem
+    q_smems, k_smems, v_smems, o_smems, lse_smems, *key_smem = smem
     q_bars, k_bars, v_bars, *interpret_bars = barriers
+    ring = bool(key_smem)  # RING_COL_KEYS: dropout column keys in the ring
+    key_smem = key_smem[0] if ring else None
+    key_bars = interpret_bars.pop() if ring else None
     wg = lax.axis_index("wg")
     sync = _Sync(wg, consumers, num_stages,
                  interpret_bars if interpret else None)
@@ -655,7 +675,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         def to_pv(p, j, cols=None):  # P as the P V GEMM takes it: dropout's
           # zeros in (cols: step j's column keys, loaded early)
           if drop is not None:
-            if cols is None:
+            if ring:
+              cols = drop.ring_cols(key_smem, key_bars, slot_of(j))
+            elif cols is None:
               cols = drop.cols(pl.ds(item.tile_of(j) * bk, bk))
             keep = drop.keep(drop_rows, cols)
             p = jnp.where(keep, p, 0.0)
@@ -904,7 +926,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
       def run_item(i, g0):
         item = work_item(i, lengths=False)
         load_kv_tiles(item, group, bk, num_stages, sync, (k_ref, v_ref),
-                      (k_smems, v_smems), (k_bars, v_bars), g0)
+                      (k_smems, v_smems), (k_bars, v_bars), g0,
+                      (1, drop.col_ref, key_smem, key_bars) if ring else None)
         return g0 + item.n_steps
 
       steps = for_each_item(run_item)
@@ -927,6 +950,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                  transforms=tiled) if num_ctas else (),
       plgpu.SMEM((consumers, bq), jnp.float32),
   )
+  ring = rate > 0.0 and RING_COL_KEYS
+  if ring:
+    smem += (plgpu.SMEM((num_stages, bk), jnp.int32),)
   barriers = (
       plgpu.Barrier(num_barriers=consumers),  # Q loaded
       plgpu.Barrier(num_barriers=num_stages),  # K slot loaded
@@ -938,6 +964,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),  # V
         plgpu.Barrier(num_barriers=consumers),  # turns
     )
+  if ring:  # dropout column keys landed
+    barriers += (plgpu.Barrier(num_barriers=num_stages),)
   pl.run_scoped(entry, smem, barriers, collective_axes="wg")
 
 
