@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import jax
 from jax import lax
@@ -64,7 +65,7 @@ _WGMMA, _ROW, _COL = fwd._WGMMA, fwd._ROW, fwd._COL
 # Experiment (run 43's follow-up): the dK/dV kernel takes each step's
 # dropout row keys through the Q / dO ring (TMA into shared memory, read
 # where the keep bits are computed) instead of global loads.  Trace time.
-RING_ROW_KEYS = False
+RING_ROW_KEYS = os.environ.get("PALLAS_FLASH_RING_KEYS") == "1"
 segment_ids = fwd.segment_ids
 _LOG2E = math.log2(math.e)
 _TILED = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import jax
 from jax import lax
@@ -461,8 +462,9 @@ def dropout_keys(arrays: masks.MaskArrays, tp: int, sp: int):
 EARLY_KEYS = True
 # Experiment: the forward's and the dQ kernel's per-step dropout column
 # keys through the K / V ring (TMA into shared memory with the tile they
-# are released with, read where the keep bits are computed).  Trace time.
-RING_COL_KEYS = False
+# are released with, read where the keep bits are computed).  Trace time;
+# PALLAS_FLASH_RING_KEYS=1 turns both rings on (for pytest -n).
+RING_COL_KEYS = os.environ.get("PALLAS_FLASH_RING_KEYS") == "1"
 
 
 class DropoutTiles:
