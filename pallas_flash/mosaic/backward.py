@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 
 import jax
 from jax import lax
@@ -62,10 +61,6 @@ from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 from pallas_flash.params import KernelParams
 
 _WGMMA, _ROW, _COL = fwd._WGMMA, fwd._ROW, fwd._COL
-# Experiment (run 43's follow-up): the dK/dV kernel takes each step's
-# dropout row keys through the Q / dO ring (TMA into shared memory, read
-# where the keep bits are computed) instead of global loads.  Trace time.
-RING_ROW_KEYS = os.environ.get("PALLAS_FLASH_RING_KEYS") == "1"
 segment_ids = fwd.segment_ids
 _LOG2E = math.log2(math.e)
 _TILED = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
@@ -564,8 +559,7 @@ def _interpret_barriers(cfg: MosaicBackwardConfig):
 def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                  *refs, spec: masks.MaskSpec, scale: float,
                  cap: float | None, cfg: MosaicBackwardConfig, group: int,
-                 interpret: bool, alibi: bool, rate: float,
-                 ring_keys: bool = False):
+                 interpret: bool, alibi: bool, rate: float):
   """One CTA: ``C * block_kv`` key rows of kv head ``heads``; loops over the
   G query heads of the kv head, then the query tiles of the tile table.
 
@@ -591,10 +585,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   dk_ref, dv_ref, smem, barriers = refs
   k_smems, v_smems, q_smems, do_smems, *extra_smem = smem
   k_bars, v_bars, q_bars, do_bars, *interpret_bars = barriers
-  # ring_keys: the dropout row keys of each step's query tile come through
-  # the Q / dO ring (TMA, [stages, 2, block_q] int32, their own barriers)
-  key_smem = extra_smem.pop() if ring_keys else None
-  key_bars = interpret_bars.pop() if ring_keys else None
+  # dropout: the row keys of each step's query tile come through the Q / dO
+  # ring (TMA, [stages, 2, block_q] int32, their own barriers)
+  key_smem = extra_smem.pop() if rate > 0.0 else None
+  key_bars = interpret_bars.pop() if rate > 0.0 else None
   dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
   c, stages = cfg.consumers, cfg.num_stages
   bq, bk = cfg.block_q_dkv, cfg.block_kv_dkv
@@ -668,8 +662,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       lse2 = plgpu.load(lse_ref.at[b, n, q_rows], layout=_COL, optimized=False)
       delta = plgpu.load(delta_ref.at[b, n, q_rows], layout=_COL,
                          optimized=False)
-      drop_rows = (drop.rows(b, n, q_rows) if drop is not None
-                   and fwd.EARLY_KEYS and key_smem is None else None)
       if fused:  # (step 0: an unused load of step -1's "rows", tile 0)
         f_prev = fixed_scale(prev)
       q_smem, do_smem = q_smems.at[slot], do_smems.at[slot]
@@ -727,12 +719,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       p, th = (*p_th, None)[:2]
       parity = lax.rem(i, 2)
       if drop is not None:  # Z P^T for dV; Z dP^T - delta' for dS^T
-        if key_smem is not None:  # from the ring, read where they are used
-          plgpu.barrier_wait(key_bars.at[slot])
-          drop_rows = tuple(lax.broadcast_in_dim(
-              plgpu.load(key_smem.at[slot, a], layout=_COL, optimized=False),
-              (bk, bq), [1]) for a in range(2))
-        keep = drop.keep(drop_rows or drop.rows(b, n, q_rows), drop_cols)
+        keep = drop.keep(drop.ring_rows(key_smem, key_bars, slot),
+                         drop_cols)
         if xchg is None:  # (split_head_dim: dP^T comes below)
           dp = jnp.where(keep, dp, dp_init)
         p_pv = jnp.where(keep, p, 0.0)
@@ -828,7 +816,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                               q_bars.at[slot])
       plgpu.copy_gmem_to_smem(do_ref.at[rows], do_smems.at[slot],
                               do_bars.at[slot])
-      if key_smem is not None:  # the query rows' dropout keys (r_i, m_i)
+      if drop is not None:  # the query rows' dropout keys (r_i, m_i)
         for a, ref in enumerate((drop.xor_ref, drop.mul_ref)):
           plgpu.copy_gmem_to_smem(ref.at[rows[0], rows[2], rows[1]],
                                   key_smem.at[slot, a], key_bars.at[slot])
@@ -859,9 +847,9 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   dq_ref, smem, barriers = refs
   q_smems, do_smems, k_smems, v_smems, *xchg_smem = smem
   q_bars, do_bars, k_bars, v_bars, *interpret_bars = barriers
-  ring = drop is not None and fwd.RING_COL_KEYS  # column keys in the ring
-  key_smem = xchg_smem.pop() if ring else None
-  key_bars = interpret_bars.pop() if ring else None
+  # dropout: the column keys of each step's key tile come with K
+  key_smem = xchg_smem.pop() if drop is not None else None
+  key_bars = interpret_bars.pop() if drop is not None else None
   dtype = q_ref.dtype
   c, stages = cfg.consumers, cfg.num_stages
   bq, bk = cfg.block_q_dq, cfg.block_kv_dq
@@ -900,8 +888,6 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       slot = lax.rem(j, stages)
       ki = item.tile_of(j)
       k_smem, v_smem = k_smems.at[slot], v_smems.at[slot]
-      cols = (drop.cols(pl.ds(ki * bk, bk)) if drop is not None
-              and fwd.EARLY_KEYS and not ring else None)
       s_init_j = s_init
       if alibi and (xchg is None or w == 0):  # folded: in S's init
         ab = fwd.AlibiTile(slope2, item.offset, q_base, ki * bk, (bq, bk), 0,
@@ -949,10 +935,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       if xchg is not None:
         (dp,) = xchg.take(0, interpret)
       if drop is not None:  # Z dP - delta' (module docstring)
-        if ring:
-          cols = drop.ring_cols(key_smem, key_bars, slot)
-        keep = drop.keep(drop_rows, cols if cols is not None else
-                         drop.cols(pl.ds(ki * bk, bk)))
+        keep = drop.keep(drop_rows, drop.ring_cols(key_smem, key_bars, slot))
         dp = jnp.where(keep, dp, dp_init)
       ds = _ds(p, dp, th).astype(dtype)
       if xchg is not None:
@@ -979,7 +962,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     fwd.load_kv_tiles(item, group, bk, stages, sync, (k_ref, v_ref),
                       (k_smems, v_smems), (k_bars, v_bars),
                       keys=(0, drop.col_ref, key_smem, key_bars)
-                      if ring else None)
+                      if drop is not None else None)
 
     @pl.loop(jnp.maximum(0, item.n_steps - stages), item.n_steps)
     def _(j):
@@ -1048,8 +1031,6 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   stages = cfg.num_stages
   interp = (_interpret_barriers(cfg)
             if params.interpret else ())
-  ring_keys = rate > 0.0 and RING_ROW_KEYS
-  col_ring = rate > 0.0 and fwd.RING_COL_KEYS  # (the dQ kernel's)
 
   # dK, dV: kv tiles of a kv head launched together, ascending (causal: the
   # first kv tiles are seen by the most query rows: longest first).
@@ -1079,12 +1060,12 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     slots = (kv_tiles,) if params.interpret else ()
     dq_acc = jax.new_ref(jnp.zeros((*slots, b, tp, n, hp), dq_dtype))
     operands.append(dq_acc)
-  key_ring = ()  # (ring_keys: two TMA copies arrive per slot)
-  if ring_keys:
+  key_ring = ()  # dropout row keys (two TMA copies arrive per slot)
+  if rate > 0.0:
     smem.append(plgpu.SMEM((stages, 2, bq), jnp.int32))
     key_ring = (plgpu.Barrier(num_arrivals=2, num_barriers=stages),)
   dk, dv = _launch(
-      functools.partial(_dkdv_kernel, ring_keys=ring_keys, **common),
+      functools.partial(_dkdv_kernel, **common),
       "pallas_flash_mosaic_dkdv", operands,
       out_type=(jax.ShapeDtypeStruct((b, sp, kh, hp), k.dtype),) * 2,
       order=(("heads", kh), ("kv_tiles", kv_tiles), ("batch", b)),
@@ -1119,10 +1100,10 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
             plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED),
             *([_Exchange.allocate((bq, bk), q.dtype, with_p=False)]
               if cfg.split_head_dim else []),
-            *([plgpu.SMEM((stages, bk), jnp.int32)] if col_ring else [])),
+            *([plgpu.SMEM((stages, bk), jnp.int32)] if rate > 0.0 else [])),
       barriers=(*q_bars,
                 plgpu.Barrier(num_barriers=stages),
                 plgpu.Barrier(num_barriers=stages), *interp,
-                *([plgpu.Barrier(num_barriers=stages)] if col_ring else [])),
+                *([plgpu.Barrier(num_barriers=stages)] if rate > 0.0 else [])),
       interpret=params.interpret)
   return dq[:, :t, :, :h], dk[:, :s, :, :h], dv[:, :s, :, :h]

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 
 import jax
 from jax import lax
@@ -456,28 +455,20 @@ def dropout_keys(arrays: masks.MaskArrays, tp: int, sp: int):
   return [*rows, dropout.col_keys(jnp.arange(sp, dtype=jnp.int32))]
 
 
-# Experiment (run 43's follow-up): load each step's dropout key vectors at
-# the step's start, before the score GEMMs (True), or where the keep bits
-# are computed, after them (False, main's form).  Read at trace time.
-EARLY_KEYS = True
-# Experiment: the forward's and the dQ kernel's per-step dropout column
-# keys through the K / V ring (TMA into shared memory with the tile they
-# are released with, read where the keep bits are computed).  Trace time;
-# PALLAS_FLASH_RING_KEYS=1 turns both rings on (for pytest -n).
-RING_COL_KEYS = os.environ.get("PALLAS_FLASH_RING_KEYS") == "1"
-
-
 class DropoutTiles:
   """The ``dropout.keep`` bits of score tiles, from ``dropout_keys``'
   refs (row xor keys, row multipliers [B, N, Tp], column keys [Sp]).
 
   ``q_dim``: the tile axis along which queries run (0 query-major: the
-  forward, the dQ kernel; 1 key-major: the dK/dV kernel).  Row keys are
-  loaded once per (item, head) (``rows``), column keys per tile
-  (``keep``), both as vectors in the WGMMA row / column layout and
-  broadcast to the tile: the same bits as the reference's and the Triton
-  kernels', whatever the tiles.  Loaded once per item: the keys of the
-  CTA's own rows (``rows`` or ``cols``), per step those of the loop's."""
+  forward, the dQ kernel; 1 key-major: the dK/dV kernel).  Keys are
+  vectors in the WGMMA row / column layout, broadcast to the tile: the
+  same bits as the reference's and the Triton kernels', whatever the
+  tiles.  The keys of the CTA's own rows are loaded once per item (``rows``
+  or ``cols``); the per-step keys of the loop's tiles come through the
+  producer's TMA ring with the tiles (``ring_cols``; the dK/dV kernel's
+  row keys likewise): global loads after the score GEMMs cost 0.61-0.70x
+  of the no-dropout backward, the ring 0.67-0.78x (H100, run 46,
+  benchmarks/results/dropout_cost_2026-11-23e_h100)."""
 
   def __init__(self, refs, rate: float, shape, q_dim: int):
     self.xor_ref, self.mul_ref, self.col_ref = refs
@@ -510,6 +501,13 @@ class DropoutTiles:
     tile-shaped, once they have landed."""
     plgpu.barrier_wait(key_bars.at[slot])
     return self._vec(key_smem.at[slot], 1 - self.q_dim)
+
+  def ring_rows(self, key_smem, key_bars, slot):
+    """The row-key pair of ring slot ``slot`` ([stages, 2, rows] int32:
+    the dK/dV kernel's, copied with Q / dO), tile-shaped, once landed."""
+    plgpu.barrier_wait(key_bars.at[slot])
+    return tuple(self._vec(key_smem.at[slot, a], self.q_dim)
+                 for a in range(2))
 
   def keep(self, row_keys, col_keys):
     """Bool keep bits of the tile (``rows``, ``cols``)."""
@@ -576,9 +574,10 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
   def entry(smem, barriers):
     q_smems, k_smems, v_smems, o_smems, lse_smems, *key_smem = smem
     q_bars, k_bars, v_bars, *interpret_bars = barriers
-    ring = bool(key_smem)  # RING_COL_KEYS: dropout column keys in the ring
-    key_smem = key_smem[0] if ring else None
-    key_bars = interpret_bars.pop() if ring else None
+    # dropout: the column keys of each step's key tile, [num_stages, bk]
+    # int32, copied into the ring with V (``load_kv_tiles``)
+    key_smem = key_smem[0] if drop is not None else None
+    key_bars = interpret_bars.pop() if drop is not None else None
     wg = lax.axis_index("wg")
     sync = _Sync(wg, consumers, num_stages,
                  interpret_bars if interpret else None)
@@ -669,20 +668,10 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         if drop is not None:
           drop_rows = drop.rows(b, n, pl.ds(q_base, bq))
 
-        def step_cols(j):  # step j's dropout column keys, or None
-          if drop is None or not EARLY_KEYS:
-            return None
-          return drop.cols(pl.ds(item.tile_of(j) * bk, bk))
-
-        def to_pv(p, j, cols=None):  # P as the P V GEMM takes it: dropout's
-          # zeros in (cols: step j's column keys, loaded early)
-          if drop is not None:
-            if ring:
-              cols = drop.ring_cols(key_smem, key_bars, slot_of(j))
-            elif cols is None:
-              cols = drop.cols(pl.ds(item.tile_of(j) * bk, bk))
-            keep = drop.keep(drop_rows, cols)
-            p = jnp.where(keep, p, 0.0)
+        def to_pv(p, j):  # P as the P V GEMM takes it: dropout's zeros in
+          if drop is not None:  # (step j's column keys came with V(j))
+            cols = drop.ring_cols(key_smem, key_bars, slot_of(j))
+            p = jnp.where(drop.keep(drop_rows, cols), p, 0.0)
           return p.astype(dtype)
 
         # Non-causal folded ALiBi: the plain tiles left of, across and right
@@ -740,7 +729,6 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           """S(j), softmax(j), then O += P(j) V(j) (FA-2 Alg. 1 inner loop)."""
           acc, m_i, l_i = carry
           slot = slot_of(j)
-          cols = step_cols(j)
           ab = alibi_of(j, side)
           init = s_init(ab)
 
@@ -766,7 +754,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           alpha = jnp.exp2(m_i - m_new)
           acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
           l_i = l_i * alpha
-          p16 = to_pv(p, j, cols)
+          p16 = to_pv(p, j)
           if head_dim <= 128:
             # Order found by the JAX/tokamax authors to schedule best for
             # d <= 128.
@@ -795,7 +783,6 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           P(-1): it multiplies P = 0 into V(0), which adds exactly nothing."""
           acc, m_i, l_i, p_prev = carry
           slot = slot_of(j)
-          cols = step_cols(j)
           prev = slot_of(jnp.maximum(j - 1, 0))
           ab = alibi_of(j, side)
           init = s_init(ab)
@@ -810,7 +797,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked,
                                     ab=ab)
             alpha = jnp.exp2(m_i - m_new)
-            return m_new, l_i * alpha + p.sum(axis=1), to_pv(p, j, cols), alpha
+            return m_new, l_i * alpha + p.sum(axis=1), to_pv(p, j), alpha
 
           if interpret:
             # Interpret mode: no register-operand wgmma (see `add_pv`).
@@ -929,7 +916,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         item = work_item(i, lengths=False)
         load_kv_tiles(item, group, bk, num_stages, sync, (k_ref, v_ref),
                       (k_smems, v_smems), (k_bars, v_bars), g0,
-                      (1, drop.col_ref, key_smem, key_bars) if ring else None)
+                      (1, drop.col_ref, key_smem, key_bars)
+                      if drop is not None else None)
         return g0 + item.n_steps
 
       steps = for_each_item(run_item)
@@ -952,8 +940,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                  transforms=tiled) if num_ctas else (),
       plgpu.SMEM((consumers, bq), jnp.float32),
   )
-  ring = rate > 0.0 and RING_COL_KEYS
-  if ring:
+  if rate > 0.0:  # dropout column keys, with V (``load_kv_tiles``)
     smem += (plgpu.SMEM((num_stages, bk), jnp.int32),)
   barriers = (
       plgpu.Barrier(num_barriers=consumers),  # Q loaded
@@ -966,7 +953,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),  # V
         plgpu.Barrier(num_barriers=consumers),  # turns
     )
-  if ring:  # dropout column keys landed
+  if rate > 0.0:  # dropout column keys landed
     barriers += (plgpu.Barrier(num_barriers=num_stages),)
   pl.run_scoped(entry, smem, barriers, collective_axes="wg")
 
