@@ -466,8 +466,9 @@ class DropoutTiles:
   tiles.  The keys of the CTA's own rows are loaded once per item (``rows``
   or ``cols``); the per-step keys of the loop's tiles come through the
   producer's TMA ring with the tiles (``ring_cols``; the dK/dV kernel's
-  row keys likewise): global loads after the score GEMMs cost 0.61-0.70x
-  of the no-dropout backward, the ring 0.67-0.78x (H100, run 46,
+  row keys likewise, ``ring_rows``).  With global loads after the score
+  GEMMs instead, the backward ran at 0.61-0.70x of its no-dropout speed;
+  with the rings at 0.67-0.78x (H100, run 46,
   benchmarks/results/dropout_cost_2026-11-23e_h100)."""
 
   def __init__(self, refs, rate: float, shape, q_dim: int):
