@@ -817,9 +817,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       plgpu.copy_gmem_to_smem(do_ref.at[rows], do_smems.at[slot],
                               do_bars.at[slot])
       if drop is not None:  # the query rows' dropout keys (r_i, m_i)
-        for a, ref in enumerate((drop.xor_ref, drop.mul_ref)):
-          plgpu.copy_gmem_to_smem(ref.at[rows[0], rows[2], rows[1]],
-                                  key_smem.at[slot, a], key_bars.at[slot])
+        drop.copy_rows(b, rows[2], rows[1], key_smem, key_bars, slot)
 
     # Drain: no barrier is left mid-phase when the CTA exits.
     @pl.loop(jnp.maximum(0, total - stages), total)

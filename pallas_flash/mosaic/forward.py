@@ -503,6 +503,14 @@ class DropoutTiles:
     plgpu.barrier_wait(key_bars.at[slot])
     return self._vec(key_smem.at[slot], 1 - self.q_dim)
 
+  def copy_rows(self, b, n, q_rows, key_smem, key_bars, slot):
+    """TMA copies of the row-key pair of query rows ``q_rows`` of (b, n)
+    into ring slot ``slot`` (what ``ring_rows`` reads); both arrive on its
+    barrier (``num_arrivals=2``)."""
+    for a, ref in enumerate((self.xor_ref, self.mul_ref)):
+      plgpu.copy_gmem_to_smem(ref.at[b, n, q_rows], key_smem.at[slot, a],
+                              key_bars.at[slot])
+
   def ring_rows(self, key_smem, key_bars, slot):
     """The row-key pair of ring slot ``slot`` ([stages, 2, rows] int32:
     the dK/dV kernel's, copied with Q / dO), tile-shaped, once landed."""
