@@ -8,7 +8,8 @@ and the reference agree bit for bit, whatever the tile sizes or the device.
 The bit is a counter-based hash (as Philox in FlashAttention's dropout, but
 cheaper): int32 multiply / xor / logical-shift rounds, which wrap
 identically in XLA and in Triton.  Nearly all of its mixing is done once per
-row or column, so that a score costs three integer ops:
+row or column, so that a score costs two integer ops (a multiply-add and a
+compare):
 
 * ``seeds(rng, B, N)``: one int32 per (batch row, query head), hashed from the
   PRNG key in XLA before the kernels run (so sharding the batch or the heads
@@ -19,28 +20,30 @@ row or column, so that a score costs three integer ops:
   Both once per row / column: the Triton kernels load them from [B, N, T]
   / [S] tables hashed in XLA (``triton/tiles.prepare_mask_inputs``), not
   per tile.
-* ``keep(row_key, col_key, threshold)``: per score ``h = (r_i ^ c_j) * m_i``
-  (xor, multiply), kept iff ``h`` as a signed int32 is >= ``threshold``
-  (compare): ``P(keep) = 1 - rate`` to within 2**-32.
+* ``keep(row_key, col_key, threshold)``: per score ``h = c_j * m_i + r_i``
+  (one integer multiply-add, IMAD), kept iff ``h`` as a signed int32 is >=
+  ``threshold`` (compare): ``P(keep) = 1 - rate`` to within 2**-32.
 
-Why three ops suffice.  ``fmix32`` has full avalanche, so the row keys and
-the column keys behave as independent uniform words; then ``x_ij = r_i ^ c_j``
-is uniform, and any three scores' ``x`` are independent (each brings a row
-or column key the others lack), so single bits, pairs (neighbours in a row,
-in a column, anywhere) and triples are exactly as independent as the keys.
-The one dependency left is the rectangle: ``x_i'j' = x_ij ^ x_ij' ^ x_i'j``
-(for any ``xor``-combined keys, also the 6-op ``lowbias32`` rounds this
-replaced).  The odd multiply is a bijection (so ``h`` stays uniform) that is
-non-linear over xor, its top bits, which the compare reads, depend on every
-bit of ``x``, and with a different multiplier per row the rectangle's two
-rows go through different bijections.  ``benchmarks/dropout_stats.py``
-(10 seeds x 8192^2 masks, rates 0.1 and 0.5): the keep rate, the per-row
-and per-column keep rates (against the binomial), neighbour correlations
-(row, column, diagonal) and the 4-point correlation of rectangles of side
-1, 2, 64 and 1000 all lie within 3 standard errors of independent bits.
-A 3-op variant with one multiplier shared by all rows, tried first, failed
-these checks (per-row keep rates over-dispersed, rectangle corners
-correlated, at up to 4.5 standard errors), hence ``m_i``.  Not a
+Why two ops suffice.  ``fmix32`` has full avalanche, so the row keys and the
+column keys behave as independent uniform words.  Per row, ``c -> c m_i +
+r_i`` is a bijection (``m_i`` odd), so ``h`` is uniform; any three scores'
+``h`` are independent (each brings a row or column key the others lack), so
+single bits, pairs (neighbours in a row, in a column, anywhere) and triples
+are exactly as independent as the keys.  The one dependency left is the
+rectangle: ``h_i'j' = h_i'j + (h_ij' - h_ij) * m_i' / m_i`` (mod 2**32),
+through a multiply by a per-row-pair odd factor, whose top bits (which the
+compare reads) depend on every bit of the difference.  With xor in place of
+the add, the rectangle's dependency is linear (``x_i'j' = x_ij ^ x_ij' ^
+x_i'j``) until the per-row multiply; both forms pass the checks below, the
+multiply-add in one op fewer.  ``benchmarks/dropout_stats.py`` (rates 0.1
+and 0.5; 10 and 30 seeds x 8192^2 masks): the keep rate, the per-row and
+per-column keep rates (against the binomial), neighbour correlations (row,
+column, diagonal) and the 4-point correlation of rectangles of side 1, 2,
+64 and 1000 all lie within 3 standard errors of independent bits (largest
+|z|: 2.19 over 10 seeds, 1.75 over 30).  A variant with one multiplier
+shared by all rows, tried first, failed these checks (per-row keep rates
+over-dispersed, rectangle corners correlated, at up to 4.5 standard
+errors), hence ``m_i``.  Not a
 cryptographic generator (nor is Philox); the bits are a fixed function of
 the key.  ``tests/test_bias_dropout.py`` runs the same checks on a smaller
 mask.
@@ -98,7 +101,7 @@ def seeds(rng, b: int, n: int, *, broadcast: bool = False):
 
 
 def row_keys(seed, rows):
-  """(xor key, odd multiplier) per query row ``rows`` (int32) of one
+  """(additive key, odd multiplier) per query row ``rows`` (int32) of one
   (batch row, head) seed."""
   r = fmix32(seed + rows * _ROW)
   return r, fmix32(r ^ _MUL) | 1
@@ -110,10 +113,11 @@ def col_keys(cols):
 
 
 def keep(row_key, col_key, thresh):
-  """Keep bits of the scores (row, col): three ops per score.  ``row_key``
-  is the ``row_keys`` pair, each broadcast against ``col_key``."""
+  """Keep bits of the scores (row, col): a multiply-add and a compare per
+  score.  ``row_key`` is the ``row_keys`` pair, each broadcast against
+  ``col_key``."""
   r, m = row_key
-  return (r ^ col_key) * m >= thresh
+  return col_key * m + r >= thresh
 
 
 def keep_mask(seed_array, t: int, s: int, rate: float):

@@ -448,7 +448,7 @@ def dropout_keys(arrays: masks.MaskArrays, tp: int, sp: int):
   (batch row, head, padded query row), int32 [B, N, Tp] each, and the
   ``dropout.col_keys`` of the padded key columns, int32 [Sp]; hashed once
   here in XLA (as ``triton.tiles.prepare_mask_inputs`` does), so that a
-  score costs the three ops of ``dropout.keep``.  Padded rows and keys get
+  score costs the two ops of ``dropout.keep``.  Padded rows and keys get
   keys too; their scores are masked or sliced off."""
   rows = dropout.row_keys(arrays.dropout_seeds[:, :, None],
                           jnp.arange(tp, dtype=jnp.int32))
@@ -457,7 +457,7 @@ def dropout_keys(arrays: masks.MaskArrays, tp: int, sp: int):
 
 class DropoutTiles:
   """The ``dropout.keep`` bits of score tiles, from ``dropout_keys``'
-  refs (row xor keys, row multipliers [B, N, Tp], column keys [Sp]).
+  refs (row additive keys, row multipliers [B, N, Tp], column keys [Sp]).
 
   ``q_dim``: the tile axis along which queries run (0 query-major: the
   forward, the dQ kernel; 1 key-major: the dK/dV kernel).  Keys are
@@ -472,7 +472,7 @@ class DropoutTiles:
   benchmarks/results/dropout_cost_2026-11-23e_h100)."""
 
   def __init__(self, refs, rate: float, shape, q_dim: int):
-    self.xor_ref, self.mul_ref, self.col_ref = refs
+    self.add_ref, self.mul_ref, self.col_ref = refs
     self.thresh = dropout.threshold(rate)
     self.shape, self.q_dim = shape, q_dim
 
@@ -491,7 +491,7 @@ class DropoutTiles:
   def rows(self, b, n, q_rows):
     """The row-key pair of query rows ``q_rows`` of (b, n), tile-shaped."""
     return tuple(self._vec(ref.at[b, n, q_rows], self.q_dim)
-                 for ref in (self.xor_ref, self.mul_ref))
+                 for ref in (self.add_ref, self.mul_ref))
 
   def cols(self, k_rows):
     """The column keys of keys ``k_rows``, tile-shaped."""
@@ -507,7 +507,7 @@ class DropoutTiles:
     """TMA copies of the row-key pair of query rows ``q_rows`` of (b, n)
     into ring slot ``slot`` (what ``ring_rows`` reads); both arrive on its
     barrier (``num_arrivals=2``)."""
-    for a, ref in enumerate((self.xor_ref, self.mul_ref)):
+    for a, ref in enumerate((self.add_ref, self.mul_ref)):
       plgpu.copy_gmem_to_smem(ref.at[b, n, q_rows], key_smem.at[slot, a],
                               key_bars.at[slot])
 

@@ -36,7 +36,7 @@ class TileInputs(NamedTuple):
   mask: object | None  # [Tm, Sm] int8
   bias: object | None  # [Tb, Sb] (or [G, Tb, Sb]) in the bias dtype
   slopes: object | None  # [N] float32 ALiBi slopes of this batch row
-  drop_row_xor: object | None  # [T] (or [G, T]) int32: the ``dropout.row_keys``
+  drop_row_add: object | None  # [T] (or [G, T]) int32: the ``dropout.row_keys``
   drop_row_mul: object | None  # pair of the program's query head(s)
   drop_cols: object | None  # [S] int32 ``dropout.col_keys``
 
@@ -278,7 +278,7 @@ def dropout_row_keys(inputs: TileInputs, q_start, block_q: int, t: int,
   """The ``dropout.row_keys`` pair of query rows [q_start, q_start +
   block_q) (of query head ``head`` of a [G, T] block)."""
   return tuple(load_vec(ref, q_start, block_q, t, 0, head=head)
-               for ref in (inputs.drop_row_xor, inputs.drop_row_mul))
+               for ref in (inputs.drop_row_add, inputs.drop_row_mul))
 
 
 def dropout_col_keys(inputs: TileInputs, k_start, block_k: int, s: int):
