@@ -2,7 +2,7 @@
 # in-process A/B against main's xor + multiply (imad_ab.py) on d128 S4k N / S4k C / S16k N and d64 S4k N.
 set -u
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH=$PWD
-D=benchmarks/results/dropout_imad_next
+D=benchmarks/results/dropout_imad_2026-11-23_h100  # ran as dropout_imad_next
 T0=$SECONDS
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 timeout -s INT 240 python3 -m pytest -v -p no:benchmark -p no:cacheprovider -m slow -n 8 tests/test_mosaic.py tests/test_bias_dropout.py -k dropout > $OUT/pytest_dropout.log 2>&1
