@@ -105,6 +105,8 @@ CASES = [
       config=MosaicConfig(consumers=3, overlap_softmax=True)),
     M("3 consumers, segments", t=256, s=256, segments=True,
       config=MosaicConfig(consumers=3)),
+    M("3 consumers d128 ragged", t=130, s=200, h=128, kv_lengths=(150,),
+      config=MosaicConfig(consumers=3)),
     # Dropout: exact against the reference's keep bits (the same rng; the
     # plain path's bits: test_dropout_bits_identical_to_helper_and_triton).
     M("dropout d128 persistent softmax overlap alibi lengths", b=2, h=128,
@@ -181,6 +183,9 @@ SLOW = [
       alibi=True, soft_cap=30.0, dropout=0.2),
     M("dropout 3 consumers segments", b=2, t=1024, s=1024, n=2, k=2,
       segments=True, dropout=0.1, config=MosaicConfig(consumers=3)),
+    # The default config from kv_seqlen 16384 on at d128 non-causal.
+    M("d128 S16k non-causal default 3 consumers ragged", b=2, t=300,
+      s=16411, n=2, k=2, h=128, kv_lengths=(16411, 9000)),
 ]
 
 
@@ -267,6 +272,15 @@ def test_config_default_every_tile_masked_takes_the_measured_config():
   assert not MosaicConfig.default(64, False).overlap_softmax
 
 
+def test_config_default_d128_dropout_turns_the_softmax_overlap_off():
+  for causal in (False, True):
+    plain = MosaicConfig.default(128, causal)
+    drop = MosaicConfig.default(128, causal, dropout=True)
+    assert plain.overlap_softmax and not drop.overlap_softmax
+    assert drop.persistent == plain.persistent  # only the overlap changes
+  assert MosaicConfig.default(256, False, dropout=True).overlap_softmax
+
+
 def test_config_default_causal_persistent_sorts_items_longest_first():
   for h in (64, 128, 256):
     cfg = MosaicConfig.default(h, True)
@@ -283,6 +297,18 @@ def test_config_default_d64_long_non_causal_takes_three_consumers():
   assert MosaicConfig.default(64, False, kv_seqlen=4096).consumers == 2
   assert MosaicConfig.default(64, False, kv_seqlen=16384).consumers == 3
   assert MosaicConfig.default(64, True, kv_seqlen=16384).consumers == 2
+
+
+def test_config_default_d128_long_non_causal_takes_three_consumers():
+  long = MosaicConfig.default(128, False, kv_seqlen=16384)
+  assert long.consumers == 3 and not long.persistent
+  assert long.smem_bytes(128) <= 227 * 1024
+  assert MosaicConfig.default(128, False, kv_seqlen=8192).consumers == 2
+  assert MosaicConfig.default(128, True, kv_seqlen=16384).consumers == 2
+  assert MosaicConfig.default(128, False, kv_seqlen=16384,
+                              dropout=True).consumers == 2
+  assert MosaicConfig.default(128, False, every_tile_masked=True,
+                              kv_seqlen=16384).consumers == 2
 
 
 def _dropout_bits(impl, rng, rate, b, n, t, s, broadcast=False):

@@ -110,7 +110,7 @@ class MosaicConfig:
   @classmethod
   def default(cls, head_dim: int, causal: bool,
               every_tile_masked: bool = False,
-              kv_seqlen: int = 0) -> "MosaicConfig":
+              kv_seqlen: int = 0, dropout: bool = False) -> "MosaicConfig":
     """The tuned entry for a (padded) head dim; see docs/mosaic.md.
 
     kv_seqlen >= 16384 with d64 causal: block_kv=256 (S16k: 468 vs 434
@@ -128,6 +128,21 @@ class MosaicConfig:
     the element-wise mask's index arrays next to a second score tile are the
     likely cost.  Tile skipping makes such items uneven in length, which a
     static persistent deal does not balance.
+
+    kv_seqlen >= 16384 with d128 non-causal (no dropout, not every tile
+    masked): three consumers, not persistent, no softmax overlap.  H100,
+    2026-11-23, runs 55-56 (forward TFLOP/s, one process): S16k 636-644 vs
+    617, S32k 679 vs 600, S64k 689 vs 609, S128k 675 vs 613 (B1, 16
+    heads); S8k 615 vs 603 and S4k 550 vs 579, S16k causal 618 vs 626 (not
+    taken).  With dropout it spills and halves (run 53: 0.39-0.46 of no
+    dropout).
+
+    dropout at d128: no softmax overlap.  H100, 2026-11-23, run 53 (forward
+    TFLOP/s with dropout 0.1, one process): S4k N 504 vs 436 with it, S16k N
+    470 vs 447, S4k C 422 vs 405; the second score tile and the keep bits'
+    integer ops do not both fit beside the overlap (without dropout the
+    overlap stays: 627 / 647 / 579 vs 591 / 617 / 543).  Not measured at
+    d256, which keeps it.
     """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
     cfg = _TABLE[key]
@@ -135,8 +150,14 @@ class MosaicConfig:
       cfg = dataclasses.replace(cfg, block_kv=256)
     if key == (64, False) and kv_seqlen >= 16384:
       cfg = dataclasses.replace(cfg, block_kv=128, consumers=3)
+    if (key == (128, False) and kv_seqlen >= 16384 and not dropout
+        and not every_tile_masked):
+      cfg = dataclasses.replace(cfg, consumers=3, persistent=False,
+                                overlap_softmax=False)
     if every_tile_masked:
       cfg = dataclasses.replace(cfg, overlap_softmax=False, persistent=False)
+    if dropout and key[0] == 128:
+      cfg = dataclasses.replace(cfg, overlap_softmax=False)
     return cfg
 
 

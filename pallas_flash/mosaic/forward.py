@@ -100,7 +100,8 @@ def _config(params: KernelParams, q, k) -> tuple[int, MosaicConfig]:
   hp = _round_up(q.shape[-1], 64)
   spec = params.spec
   return hp, params.config or MosaicConfig.default(
-      hp, spec.is_causal, spec.needs_elementwise, k.shape[1])
+      hp, spec.is_causal, spec.needs_elementwise, k.shape[1],
+      dropout=params.dropout_rate > 0.0)
 
 
 def check_supported(params: KernelParams, q, k, v) -> None:
