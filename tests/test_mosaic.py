@@ -183,9 +183,11 @@ SLOW = [
       alibi=True, soft_cap=30.0, dropout=0.2),
     M("dropout 3 consumers segments", b=2, t=1024, s=1024, n=2, k=2,
       segments=True, dropout=0.1, config=MosaicConfig(consumers=3)),
-    # The default config from kv_seqlen 16384 on at d128 non-causal.
+    # The default config from T = S = 16384 on at d128 non-causal (three
+    # consumers), on fewer query rows.
     M("d128 S16k non-causal default 3 consumers ragged", b=2, t=300,
-      s=16411, n=2, k=2, h=128, kv_lengths=(16411, 9000)),
+      s=16411, n=2, k=2, h=128, kv_lengths=(16411, 9000),
+      config=MosaicConfig.default(128, False, kv_seqlen=16411)),
 ]
 
 
@@ -304,6 +306,10 @@ def test_config_default_d128_long_non_causal_takes_three_consumers():
   assert long.consumers == 3 and not long.persistent
   assert long.smem_bytes(128) <= 227 * 1024
   assert MosaicConfig.default(128, False, kv_seqlen=8192).consumers == 2
+  assert MosaicConfig.default(128, False, kv_seqlen=16384,
+                              q_seqlen=16384).consumers == 3
+  assert MosaicConfig.default(128, False, kv_seqlen=16384,
+                              q_seqlen=512).consumers == 2  # short queries
   assert MosaicConfig.default(128, True, kv_seqlen=16384).consumers == 2
   assert MosaicConfig.default(128, False, kv_seqlen=16384,
                               dropout=True).consumers == 2

@@ -101,7 +101,7 @@ def _config(params: KernelParams, q, k) -> tuple[int, MosaicConfig]:
   spec = params.spec
   return hp, params.config or MosaicConfig.default(
       hp, spec.is_causal, spec.needs_elementwise, k.shape[1],
-      dropout=params.dropout_rate > 0.0)
+      dropout=params.dropout_rate > 0.0, q_seqlen=q.shape[1])
 
 
 def check_supported(params: KernelParams, q, k, v) -> None:
