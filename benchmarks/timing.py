@@ -40,7 +40,8 @@ def time_interleaved(calls: dict, reps: int, sample_s: float):
   names = list(calls)
   rng = np.random.default_rng(0)
   for _ in range(reps):
-    for name in rng.permutation(names):
+    for i in rng.permutation(len(names)):  # (any hashable keys)
+      name = names[i]
       f, args = calls[name]
       n = bursts[name]
       t0 = time.perf_counter()
