@@ -30,6 +30,7 @@ import dataclasses
 import datetime
 import json
 import os
+import re
 
 import jax
 import jax.numpy as jnp
@@ -196,6 +197,12 @@ def table(rows):
   return "\n".join(lines)
 
 
+def parse_only(text: str) -> tuple[str, ...]:
+  """--only's names, split at the commas outside brackets (a variant's name
+  has commas inside them: ours[a=1,b=2])."""
+  return tuple(filter(None, re.split(r",(?![^\[]*\])", text)))
+
+
 def main():
   ap = argparse.ArgumentParser()
   ap.add_argument("--cells", default="",
@@ -215,7 +222,7 @@ def main():
                   "'ours,ours alibi,cudnn'); all by default")
   ap.add_argument("--out", default="")
   args = ap.parse_args()
-  only = tuple(filter(None, args.only.split(",")))
+  only = parse_only(args.only)
   variants = [parse_variant(v) for v in args.variant]
   wanted = set(filter(None, args.cells.split(",")))
   log(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "

@@ -5,7 +5,7 @@ import json
 
 import jax
 
-from benchmarks import run, workloads
+from benchmarks import bwd_bench, run, workloads
 
 
 def test_smoke_table(tmp_path):
@@ -122,3 +122,9 @@ def test_long_cell_checks_tail_rows(tmp_path):
   assert 0 < r["err_fwd"] < tol
   assert set(r["err_bwd_parts"]) == {"dq"}
   assert 0 < r["err_bwd_parts"]["dq"] < run.BWD_TOL[r["workload"]["dtype"]]
+
+
+def test_bwd_bench_only_keeps_variant_names_whole():
+  assert bwd_bench.parse_only("ours,cudnn det,ours[a=1,b=2],ours[c=3]") == (
+      "ours", "cudnn det", "ours[a=1,b=2]", "ours[c=3]")
+  assert bwd_bench.parse_only("") == ()
