@@ -77,7 +77,9 @@ def cell_impls(h, t, causal, variants, n, alibi, dropout=0.0):
                                 alibi_slopes=alibi_slopes(n))
     impls["triton alibi"] = _ours(causal, "triton",
                                   alibi_slopes=alibi_slopes(n))
-  fwd_cfg = MosaicConfig.default(h, causal, kv_seqlen=t)
+  # the forward ours dropout runs (d128 with dropout: no softmax overlap)
+  fwd_cfg = MosaicConfig.default(h, causal, kv_seqlen=t,
+                                 dropout=dropout > 0.0)
   for v in variants:
     bwd = dataclasses.replace(
         MosaicBackwardConfig.default(h, causal, dropout > 0.0), **v)

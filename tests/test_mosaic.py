@@ -505,6 +505,14 @@ BACKWARD = [
     B("bwd dropout fused fixed point gqa 2/1 causal", n=2, k=1, t=100, s=130,
       causal=True, dropout=0.2, config=MosaicBackwardConfig(
           block_q_dkv=128, block_kv_dq=128, fused=True)),
+    # Three consumers: 192-row CTAs in the dQ kernel only (d128), or in both
+    # kernels (d64), the releases counting three warpgroups.
+    B("bwd dq 3 consumers d128 gqa causal ragged", n=2, k=1, h=128, t=200,
+      s=130, causal=True, bottom_right=True,
+      config=MosaicBackwardConfig(dq_consumers=3)),
+    B("bwd 3 consumers both kernels segments lengths dropout", b=2, t=200,
+      s=256, segments=True, kv_lengths=(256, 90), dropout=0.2,
+      config=MosaicBackwardConfig(consumers=3, block_kv_dq=128)),
 ]
 
 SLOW_BACKWARD = [
@@ -584,6 +592,21 @@ SLOW_BACKWARD = [
       n=2, k=2, h=256, window=(300, 50), soft_cap=20.0, dropout=0.2),
     B("bwd dropout dense mask d128", b=2, t=1000, s=1024, n=2,
       k=2, h=128, dense_mask="full_empty_row", dropout=0.1),
+    B("bwd dq 3 consumers S2k causal d128 gqa", b=2, t=2048, s=2000, n=8,
+      k=2, h=128, causal=True, config=MosaicBackwardConfig(dq_consumers=3)),
+    B("bwd dq 3 consumers 128-key steps d128 window lengths", b=2, t=1000,
+      s=1100, n=4, k=4, h=128, window=(300, 20), kv_lengths=(1100, 400),
+      config=MosaicBackwardConfig(dq_consumers=3, block_kv_dq=128)),
+    B("bwd dq 3 consumers dropout alibi d128", b=2, t=1000, s=1024, n=4,
+      k=2, h=128, causal=True, alibi=True, dropout=0.1,
+      config=MosaicBackwardConfig(dq_consumers=3)),
+    B("bwd 3 consumers both kernels d64 segments", b=2, t=1024, s=1024, n=4,
+      k=2, segments=True, causal=True,
+      config=MosaicBackwardConfig(consumers=3, block_q_dkv=128,
+                                  block_kv_dq=128)),
+    B("bwd 3 consumers both kernels d64 dense mask soft-cap", b=2, t=700,
+      s=1000, n=2, k=2, dense_mask="full_empty_row", soft_cap=20.0,
+      config=MosaicBackwardConfig(consumers=3)),
 ]
 
 
@@ -726,6 +749,17 @@ def test_bad_backward_config():
     MosaicBackwardConfig(num_stages=3, fused=True)
   with pytest.raises(ValueError, match="needs fused=False"):
     MosaicBackwardConfig(split_head_dim=True, fused=True)
+  with pytest.raises(ValueError, match="consumers=4"):
+    MosaicBackwardConfig(consumers=4)
+  for bad in (dict(consumers=3, fused=True), dict(dq_consumers=3,
+              deterministic=False), dict(dq_consumers=3, split_head_dim=True)):
+    with pytest.raises(ValueError, match="consumers=3 needs"):
+      MosaicBackwardConfig(**bad)
+  with pytest.raises(ValueError, match=r"num_stages=5 must be an int in \[2, 4\]"):
+    MosaicBackwardConfig(dq_consumers=3, num_stages=5)
+  three = MosaicBackwardConfig(dq_consumers=3)
+  assert (three.consumers, three.dq_kernel().consumers) == (2, 3)
+  assert MosaicBackwardConfig(consumers=3).dq_kernel().consumers == 3
   for h in (64, 128, 256):
     for causal in (False, True):
       for dropout in (False, True):

@@ -986,7 +986,8 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   group = n // kh
   hp, cfg = _config(params, q)
   c = cfg.consumers
-  rows_q = cfg.row_tiles * cfg.block_q_dq
+  dq_cfg = cfg.dq_kernel()  # its own consumer count
+  rows_q = dq_cfg.row_tiles * cfg.block_q_dq
   rows_kv = cfg.row_tiles * cfg.block_kv_dkv
   tp = fwd._round_up(t, math.lcm(rows_q, cfg.block_q_dkv))
   sp = fwd._round_up(s, math.lcm(rows_kv, cfg.block_kv_dq))
@@ -1085,14 +1086,17 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   q_tiles = tp // rows_q
   q_table = table(q_tiles, sp // cfg.block_kv_dq, rows_q, cfg.block_kv_dq)
   bq, bk = cfg.block_q_dq, cfg.block_kv_dq
-  q_smem, q_bars = _RowTile.allocate(cfg, bq, hp, q.dtype)
+  q_smem, q_bars = _RowTile.allocate(dq_cfg, bq, hp, q.dtype)
+  if params.interpret:
+    interp = _interpret_barriers(dq_cfg)
   dq = _launch(
-      functools.partial(_dq_kernel, num_q_tiles=q_tiles, **common),
+      functools.partial(_dq_kernel, num_q_tiles=q_tiles,
+                        **{**common, "cfg": dq_cfg}),
       "pallas_flash_mosaic_dq",
       [q, k, v, do, lse2, delta, q_table, *mask_ops],
       out_type=jax.ShapeDtypeStruct((b, tp, n, hp), q.dtype),
       order=(("heads", n), ("q_tiles", q_tiles), ("batch", b)),
-      consumers=c,
+      consumers=dq_cfg.consumers,
       smem=(*q_smem,
             plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED),
             plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED),

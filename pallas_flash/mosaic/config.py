@@ -229,7 +229,13 @@ class MosaicBackwardConfig:
     block_kv_dq: key rows per step of the dQ kernel (one TMA copy each of K
       and V into the ring).
     num_stages: depth of both kernels' shared-memory rings.
-    consumers: consumer warpgroups per CTA (2).
+    consumers: consumer warpgroups per CTA, 2 or 3 (3: the two-kernel form
+      without ``split_head_dim`` only; registers per consumer thread drop
+      from 232 to 160, as in the forward).
+    dq_consumers: the dQ kernel's own count, 2 or 3; None: ``consumers``.
+      Its dQ accumulator is [block_q_dq, H] f32 (64 registers per thread at
+      d128, against dK + dV's 128 in the dK/dV kernel), so three consumers
+      fit there where they do not in the dK/dV kernel.
     masked_first: visit the tiles that need an element-wise mask first.
     fused: one kernel (five GEMMs per step instead of seven, as FA3's
       backward): the dK/dV kernel also computes each step's dQ share
@@ -256,6 +262,7 @@ class MosaicBackwardConfig:
   block_kv_dq: int = 64
   num_stages: int = 2
   consumers: int = 2
+  dq_consumers: int | None = None  # None: consumers
   masked_first: bool = True
   deterministic: bool = True
   split_head_dim: bool = False
@@ -268,8 +275,16 @@ class MosaicBackwardConfig:
     for name in ("block_q_dkv", "block_kv_dq"):
       if getattr(self, name) not in (64, 128):
         raise ValueError(f"{name}={getattr(self, name)} must be 64 or 128")
-    if self.consumers != 2:
-      raise ValueError(f"consumers={self.consumers} must be 2")
+    for name in ("consumers", "dq_consumers"):
+      value = getattr(self, name)
+      if value is None and name == "dq_consumers":
+        continue
+      if value not in (2, 3):
+        raise ValueError(f"{name}={value} must be 2 or 3")
+      if value == 3 and (self.one_kernel or self.split_head_dim):
+        # _DsTiles and _Exchange pass tiles within a pair of consumers.
+        raise ValueError(f"{name}=3 needs fused=False, deterministic=True "
+                         "and split_head_dim=False")
     if self.split_head_dim and not self.deterministic:
       raise ValueError("split_head_dim=True needs deterministic=True (the "
                        "fused dQ kernel holds a whole row tile per consumer)")
@@ -283,11 +298,14 @@ class MosaicBackwardConfig:
       # backward._Exchange takes 4 more named barriers.
       raise ValueError(f"num_stages={self.num_stages} must be <= 3 with "
                        "split_head_dim=True")
-    # The dQ kernel takes two named barriers per stage after the first 6
-    # (forward._Sync): 16 per CTA allow 5 stages.
-    if not (isinstance(self.num_stages, int) and 2 <= self.num_stages <= 5):
+    # Each kernel takes two named barriers per stage after the first
+    # 4 + consumers (forward._Sync): 16 per CTA allow 5 stages with 2
+    # consumers, 4 with 3.
+    top = (12 - max(self.consumers, self.dq_consumers or 0)) // 2
+    if not (isinstance(self.num_stages, int)
+            and 2 <= self.num_stages <= top):
       raise ValueError(f"num_stages={self.num_stages} must be an int in "
-                       "[2, 5]")
+                       f"[2, {top}]")
 
   @property
   def one_kernel(self) -> bool:
@@ -300,11 +318,17 @@ class MosaicBackwardConfig:
     with ``split_head_dim``."""
     return 1 if self.split_head_dim else self.consumers
 
+  def dq_kernel(self) -> "MosaicBackwardConfig":
+    """The config the dQ kernel runs with (``dq_consumers`` consumers)."""
+    return dataclasses.replace(self, consumers=self.dq_consumers
+                               or self.consumers, dq_consumers=None)
+
   def smem_bytes(self, head_dim: int, itemsize: int = 2) -> int:
     """Shared memory of the larger of the two kernels."""
     c, st = self.consumers, self.num_stages
     dkdv = 2 * (self.row_tiles * self.block_kv_dkv + st * self.block_q_dkv)
-    dq = 2 * (self.row_tiles * self.block_q_dq + st * self.block_kv_dq)
+    dq = 2 * (self.dq_kernel().row_tiles * self.block_q_dq
+              + st * self.block_kv_dq)
     smem = max(dkdv, dq) * head_dim * itemsize + 1024
     if self.split_head_dim:  # the consumers' score-tile exchange
       dkdv_tile = self.block_kv_dkv * self.block_q_dkv
