@@ -15,7 +15,8 @@ forward and forward + backward of:
 * ``triton dropout``: dropout 0.1;
 * ``mosaic`` / ``mosaic dropout``: the Mosaic GPU kernels (Hopper) without /
   with dropout 0.1 (their gradients are compared with ``triton dropout``'s:
-  the same keep bits);
+  the same keep bits); ``mosaic alibi``: with ALiBi slopes (the default
+  path on Hopper; a bias goes to the Triton kernels there);
 * ``torch flash`` / ``torch flash dropout``: PyTorch SDPA's flash kernel
   (``SDPBackend.FLASH_ATTENTION``) without / with dropout 0.1, timed with
   CUDA events, when torch with CUDA is importable.
@@ -92,6 +93,7 @@ def jax_impls(causal, t):
       "triton dropout": (ours("triton", dropout_rate=RATE, dropout_rng=rng), False),
       "mosaic": (ours("mosaic"), False),
       "mosaic dropout": (ours("mosaic", dropout_rate=RATE, dropout_rng=rng), False),
+      "mosaic alibi": (ours("mosaic", alibi_slopes=slopes), False),
   }
 
 
@@ -202,6 +204,7 @@ RATIOS = [  # (label, numerator impl, denominator impl): fwd+bwd time ratio
     ("alibi: triton no-bias / alibi", "triton", "triton alibi"),
     ("dropout: triton no-drop / dropout", "triton", "triton dropout"),
     ("dropout: torch flash dropout / triton dropout", "torch flash dropout", "triton dropout"),
+    ("alibi: mosaic no-bias / alibi", "mosaic", "mosaic alibi"),
     ("dropout: mosaic no-drop / dropout", "mosaic", "mosaic dropout"),
     ("dropout: torch flash dropout / mosaic dropout", "torch flash dropout", "mosaic dropout"),
     ("no bias: cudnn / triton", "cudnn", "triton"),
