@@ -375,6 +375,11 @@ class MosaicBackwardConfig:
       188, with 64-row steps 251 / 235 / 265 (the Triton backward 245 /
       235 / 262) (runs D3-D4; ptxas: the fused kernel with dropout spills
       908 bytes at d128, run D2; not read at d64).
+    * three consumers (``consumers=3`` / ``dq_consumers=3``): not taken.
+      H100, 2026-11-23, run 58, d128 ``dq_consumers=3``: 414 / 351 / 452 /
+      450 vs 428 / 384 / 444 / 439 (S4k N, S4k C, S16k N, S16k C: level
+      within noise); run 59: with dropout 1-11% slower, d64 two kernels
+      with three consumers about half the fused default.
     """
     del causal
     if head_dim <= 64 and dropout:
