@@ -283,6 +283,13 @@ def test_config_default_d128_dropout_turns_the_softmax_overlap_off():
   assert MosaicConfig.default(256, False, dropout=True).overlap_softmax
 
 
+def test_config_default_d128_long_non_causal_three_consumers_not_with_alibi():
+  assert MosaicConfig.default(128, False, kv_seqlen=16384).consumers == 3
+  for kw in (dict(alibi=True), dict(dropout=True)):
+    cfg = MosaicConfig.default(128, False, kv_seqlen=16384, **kw)
+    assert cfg.consumers == 2, kw
+
+
 def test_config_default_causal_persistent_sorts_items_longest_first():
   for h in (64, 128, 256):
     cfg = MosaicConfig.default(h, True)

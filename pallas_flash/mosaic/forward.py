@@ -95,13 +95,14 @@ def _num_sms() -> int:
   return int(getattr(jax.devices()[0], "core_count", 132))
 
 
-def _config(params: KernelParams, q, k) -> tuple[int, MosaicConfig]:
+def _config(params: KernelParams, q, k,
+            alibi: bool = False) -> tuple[int, MosaicConfig]:
   """(padded head dim, the given config or the table's default for it)."""
   hp = _round_up(q.shape[-1], 64)
   spec = params.spec
   return hp, params.config or MosaicConfig.default(
       hp, spec.is_causal, spec.needs_elementwise, k.shape[1],
-      dropout=params.dropout_rate > 0.0, q_seqlen=q.shape[1])
+      dropout=params.dropout_rate > 0.0, q_seqlen=q.shape[1], alibi=alibi)
 
 
 def check_supported(params: KernelParams, q, k, v) -> None:
@@ -1073,7 +1074,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   spec = params.spec
   b, t, n, h = q.shape
   _, s, kh, _ = k.shape
-  hp, cfg = _config(params, q, k)
+  hp, cfg = _config(params, q, k, alibi=arrays.alibi_slopes is not None)
   bq, bk = cfg.block_q, cfg.block_kv
   rows = cfg.consumers * bq
   tp, sp = _round_up(t, rows), _round_up(s, bk)

@@ -1,4 +1,4 @@
-# Run 61, H200: issue 14's table in one run per cell pair, every row bias_bench has (bias with dbias: ours Triton vs
+# Run 61 (asked for an H200; none could be started, so it ran on an H100): issue 14's table in one run per cell pair, every row bias_bench has (bias with dbias: ours Triton vs
 # cuDNN; ALiBi: Mosaic and Triton vs no bias; dropout 0.1: Mosaic and Triton vs no dropout, torch SDPA flash).
 set -u
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH=$PWD
