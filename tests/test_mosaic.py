@@ -285,7 +285,8 @@ def test_config_default_d128_dropout_turns_the_softmax_overlap_off():
 
 def test_config_default_d128_long_non_causal_three_consumers_not_with_alibi():
   assert MosaicConfig.default(128, False, kv_seqlen=16384).consumers == 3
-  for kw in (dict(alibi=True), dict(dropout=True)):
+  for kw in (dict(alibi=True), dict(dropout=True), dict(window=True),
+             dict(every_tile_masked=True)):
     cfg = MosaicConfig.default(128, False, kv_seqlen=16384, **kw)
     assert cfg.consumers == 2, kw
 

@@ -111,7 +111,8 @@ class MosaicConfig:
   def default(cls, head_dim: int, causal: bool,
               every_tile_masked: bool = False,
               kv_seqlen: int = 0, dropout: bool = False,
-              q_seqlen: int = 0, alibi: bool = False) -> "MosaicConfig":
+              q_seqlen: int = 0, alibi: bool = False,
+              window: bool = False) -> "MosaicConfig":
     """The tuned entry for a (padded) head dim; see docs/mosaic.md.
 
     kv_seqlen >= 16384 with d64 causal: block_kv=256 (S16k: 468 vs 434
@@ -131,8 +132,8 @@ class MosaicConfig:
     static persistent deal does not balance.
 
     kv_seqlen and q_seqlen (0: as kv_seqlen) >= 16384 with d128 non-causal
-    (no dropout, no ALiBi, not every tile masked): three consumers, not
-    persistent, no softmax overlap.  Only measured with q_seqlen = kv_seqlen; a short query
+    (no dropout, no ALiBi, no sliding window, not every tile masked): three
+    consumers, not persistent, no softmax overlap.  Only measured with q_seqlen = kv_seqlen; a short query
     block would pad to 192-row CTAs.  H100,
     2026-11-23, runs 55-56 (forward TFLOP/s, one process): S16k 636-644 vs
     617, S32k 679 vs 600, S64k 689 vs 609, S128k 675 vs 613 (B1, 16
@@ -140,7 +141,10 @@ class MosaicConfig:
     taken).  With dropout it spills and halves (run 53: 0.39-0.46 of no
     dropout); with ALiBi too (run 61, S16k N: forward 364 TFLOP/s against
     677 without ALiBi, fwd+bwd 0.85 of no bias, where the two-consumer
-    config read 0.98-1.03 in runs A3 / D4).
+    config read 0.98-1.03 in runs A3 / D4).  Run 63 (H100, S16k N, forward
+    TFLOP/s, three / two consumers, one process): plain 630 / 598, soft-cap
+    520 / 487, kv lengths 828 / 820, GQA 16/4 642 / 621, fp16 645 / 603
+    (taken); a (2048, 2048) sliding window 0.90x (not taken).
 
     dropout at d128: no softmax overlap.  H100, 2026-11-23, run 53 (forward
     TFLOP/s with dropout 0.1, one process): S4k N 504 vs 436 with it, S16k N
@@ -156,7 +160,7 @@ class MosaicConfig:
     if key == (64, False) and kv_seqlen >= 16384:
       cfg = dataclasses.replace(cfg, block_kv=128, consumers=3)
     if (key == (128, False) and min(q_seqlen or kv_seqlen, kv_seqlen) >= 16384
-        and not dropout and not alibi and not every_tile_masked):
+        and not (dropout or alibi or window or every_tile_masked)):
       cfg = dataclasses.replace(cfg, consumers=3, persistent=False,
                                 overlap_softmax=False)
     if every_tile_masked:

@@ -102,7 +102,8 @@ def _config(params: KernelParams, q, k,
   spec = params.spec
   return hp, params.config or MosaicConfig.default(
       hp, spec.is_causal, spec.needs_elementwise, k.shape[1],
-      dropout=params.dropout_rate > 0.0, q_seqlen=q.shape[1], alibi=alibi)
+      dropout=params.dropout_rate > 0.0, q_seqlen=q.shape[1], alibi=alibi,
+      window=spec.window is not None)
 
 
 def check_supported(params: KernelParams, q, k, v) -> None:
