@@ -283,14 +283,6 @@ def test_config_default_d128_dropout_turns_the_softmax_overlap_off():
   assert MosaicConfig.default(256, False, dropout=True).overlap_softmax
 
 
-def test_config_default_d128_long_non_causal_three_consumers_not_with_alibi():
-  assert MosaicConfig.default(128, False, kv_seqlen=16384).consumers == 3
-  for kw in (dict(alibi=True), dict(dropout=True), dict(window=True),
-             dict(every_tile_masked=True)):
-    cfg = MosaicConfig.default(128, False, kv_seqlen=16384, **kw)
-    assert cfg.consumers == 2, kw
-
-
 def test_config_default_causal_persistent_sorts_items_longest_first():
   for h in (64, 128, 256):
     cfg = MosaicConfig.default(h, True)
@@ -319,10 +311,12 @@ def test_config_default_d128_long_non_causal_takes_three_consumers():
   assert MosaicConfig.default(128, False, kv_seqlen=16384,
                               q_seqlen=512).consumers == 2  # short queries
   assert MosaicConfig.default(128, True, kv_seqlen=16384).consumers == 2
-  assert MosaicConfig.default(128, False, kv_seqlen=16384,
-                              dropout=True).consumers == 2
-  assert MosaicConfig.default(128, False, every_tile_masked=True,
-                              kv_seqlen=16384).consumers == 2
+  # not where three consumers measured slower (config.py: dropout, ALiBi, a
+  # sliding window, every tile masked)
+  for kw in (dict(dropout=True), dict(alibi=True), dict(window=True),
+             dict(every_tile_masked=True)):
+    cfg = MosaicConfig.default(128, False, kv_seqlen=16384, **kw)
+    assert cfg.consumers == 2, kw
 
 
 def _dropout_bits(impl, rng, rate, b, n, t, s, broadcast=False):

@@ -1028,8 +1028,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
                 group=group, interpret=params.interpret, alibi=alibi,
                 rate=rate)
   stages = cfg.num_stages
-  interp = (_interpret_barriers(cfg)
-            if params.interpret else ())
+  interp = _interpret_barriers(cfg) if params.interpret else ()
 
   # dK, dV: kv tiles of a kv head launched together, ascending (causal: the
   # first kv tiles are seen by the most query rows: longest first).
@@ -1087,8 +1086,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   q_table = table(q_tiles, sp // cfg.block_kv_dq, rows_q, cfg.block_kv_dq)
   bq, bk = cfg.block_q_dq, cfg.block_kv_dq
   q_smem, q_bars = _RowTile.allocate(dq_cfg, bq, hp, q.dtype)
-  if params.interpret:
-    interp = _interpret_barriers(dq_cfg)
+  dq_interp = _interpret_barriers(dq_cfg) if params.interpret else ()
   dq = _launch(
       functools.partial(_dq_kernel, num_q_tiles=q_tiles,
                         **{**common, "cfg": dq_cfg}),
@@ -1105,7 +1103,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
             *([plgpu.SMEM((stages, bk), jnp.int32)] if rate > 0.0 else [])),
       barriers=(*q_bars,
                 plgpu.Barrier(num_barriers=stages),
-                plgpu.Barrier(num_barriers=stages), *interp,
+                plgpu.Barrier(num_barriers=stages), *dq_interp,
                 *([plgpu.Barrier(num_barriers=stages)] if rate > 0.0 else [])),
       interpret=params.interpret)
   return dq[:, :t, :, :h], dk[:, :s, :, :h], dv[:, :s, :, :h]

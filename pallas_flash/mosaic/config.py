@@ -133,9 +133,9 @@ class MosaicConfig:
 
     kv_seqlen and q_seqlen (0: as kv_seqlen) >= 16384 with d128 non-causal
     (no dropout, no ALiBi, no sliding window, not every tile masked): three
-    consumers, not persistent, no softmax overlap.  Only measured with q_seqlen = kv_seqlen; a short query
-    block would pad to 192-row CTAs.  H100,
-    2026-11-23, runs 55-56 (forward TFLOP/s, one process): S16k 636-644 vs
+    consumers, not persistent, no softmax overlap.  Only measured with
+    q_seqlen = kv_seqlen; a short query block would pad to 192-row CTAs.
+    H100, 2026-11-23, runs 55-56 (forward TFLOP/s, one process): S16k 636-644 vs
     617, S32k 679 vs 600, S64k 689 vs 609, S128k 675 vs 613 (B1, 16
     heads); S8k 615 vs 603 and S4k 550 vs 579, S16k causal 618 vs 626 (not
     taken).  With dropout it spills and halves (run 53: 0.39-0.46 of no
