@@ -52,7 +52,7 @@ def check_supported(params: KernelParams, q, k, v, arrays: masks.MaskArrays):
         "yet (the dispatcher falls back to triton)")
   if params.forward == "mosaic":
     from pallas_flash.mosaic import forward as mosaic_forward
-    mosaic_forward.check_supported(params, q, k, v)
+    mosaic_forward.check_supported(params, q, k, v, arrays)
   if params.forward == "decode":
     from pallas_flash.decode import kernel as decode_kernel
     decode_kernel.check_supported(params, q, k)

@@ -319,6 +319,21 @@ def test_config_default_d128_long_non_causal_takes_three_consumers():
     assert cfg.consumers == 2, kw
 
 
+def test_check_supported_and_forward_choose_the_config_in_one_place():
+  """The config the support check sizes is the one the forward runs: with
+  ALiBi slopes in the arrays, d128 non-causal S16k keeps two consumers."""
+  q = jax.ShapeDtypeStruct((1, 16384, 2, 128), jnp.bfloat16)
+  params = KernelParams(spec=masks.MaskSpec(), scale=128 ** -0.5,
+                        logits_soft_cap=None, forward="mosaic", config=None,
+                        interpret=True)
+  plain = masks.MaskArrays(None, None)
+  alibi = plain._replace(alibi_slopes=jnp.ones((2,), jnp.float32))
+  assert mosaic_forward._config(params, q, q, None)[1].consumers == 3
+  assert mosaic_forward._config(params, q, q, plain)[1].consumers == 3
+  assert mosaic_forward._config(params, q, q, alibi)[1].consumers == 2
+  mosaic_forward.check_supported(params, q, q, q, alibi)  # fits: no raise
+
+
 def _dropout_bits(impl, rng, rate, b, n, t, s, broadcast=False):
   """The keep mask a backend applied, read back through its bf16 output: with
   q = 0 every probability is 1 / S and V = I (H = S) puts column j of P

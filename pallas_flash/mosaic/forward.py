@@ -96,18 +96,24 @@ def _num_sms() -> int:
 
 
 def _config(params: KernelParams, q, k,
-            alibi: bool = False) -> tuple[int, MosaicConfig]:
-  """(padded head dim, the given config or the table's default for it)."""
+            arrays: masks.MaskArrays | None) -> tuple[int, MosaicConfig]:
+  """(padded head dim, the given config or the table's default for it):
+  the one place the forward's config is chosen (``check_supported`` and
+  ``forward`` both ask here)."""
   hp = _round_up(q.shape[-1], 64)
   spec = params.spec
+  alibi = arrays is not None and arrays.alibi_slopes is not None
   return hp, params.config or MosaicConfig.default(
       hp, spec.is_causal, spec.needs_elementwise, k.shape[1],
       dropout=params.dropout_rate > 0.0, q_seqlen=q.shape[1], alibi=alibi,
       window=spec.window is not None)
 
 
-def check_supported(params: KernelParams, q, k, v) -> None:
-  """Raises NotImplementedError for valid input this backend cannot take."""
+def check_supported(params: KernelParams, q, k, v,
+                    arrays: masks.MaskArrays | None = None) -> None:
+  """Raises NotImplementedError for valid input this backend cannot take.
+  ``arrays``: the call's mask arrays, where the config depends on them
+  (ALiBi); None checks the config of a call without them."""
   del v
   if jnp.dtype(q.dtype) not in _DTYPES:
     raise NotImplementedError(
@@ -123,7 +129,7 @@ def check_supported(params: KernelParams, q, k, v) -> None:
       raise NotImplementedError(
           f"mosaic forward needs a Hopper GPU (sm_90), got {dev.device_kind} "
           f"compute_capability={cc!r}")
-  h, cfg = _config(params, q, k)
+  h, cfg = _config(params, q, k, arrays)
   if cfg.smem_bytes(h) > 227 * 1024:
     raise NotImplementedError(f"{cfg} needs {cfg.smem_bytes(h)} bytes of shared "
                               f"memory at head_dim={h}; Hopper has 227 KiB")
@@ -1071,11 +1077,11 @@ def padded_segments(arrays: masks.MaskArrays, tp: int, sp: int):
 
 def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   """Returns (out [B, T, N, H] q.dtype, lse [B, N, T] f32, +inf fully masked)."""
-  check_supported(params, q, k, v)
+  check_supported(params, q, k, v, arrays)
   spec = params.spec
   b, t, n, h = q.shape
   _, s, kh, _ = k.shape
-  hp, cfg = _config(params, q, k, alibi=arrays.alibi_slopes is not None)
+  hp, cfg = _config(params, q, k, arrays)
   bq, bk = cfg.block_q, cfg.block_kv
   rows = cfg.consumers * bq
   tp, sp = _round_up(t, rows), _round_up(s, bk)
