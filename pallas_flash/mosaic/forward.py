@@ -60,7 +60,11 @@ import jax
 from jax import lax
 import jax.experimental.pallas as pl
 import jax.experimental.pallas.mosaic_gpu as plgpu
+from jax.experimental.mosaic import gpu as mgpu
 from jax.experimental.mosaic.gpu import utils as mgpu_utils
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import arith as arith_dialect
+from jaxlib.mlir.dialects import vector as vector_dialect
 import jax.numpy as jnp
 import numpy as np
 
@@ -464,6 +468,86 @@ def dropout_keys(arrays: masks.MaskArrays, tp: int, sp: int):
   return [*rows, dropout.col_keys(jnp.arange(sp, dtype=jnp.int32))]
 
 
+# Run 73 timing switch: the keep bits of a register pair (two adjacent
+# entries of a WGMMA tile) from one multiply-add, one f16x2 compare and one
+# AND / two selects (PTX), instead of two multiply-adds, two compares and two
+# selects.  Timing only: the pair shares the even column's key.
+PACKED_KEEP = False
+_F16_T = 0xE266  # f16 pattern t with P(half < t) ~ 0.1 over random halves
+
+
+def _per_register(fn, tiles, out_dtypes):
+  """``fn([(e0, e1) per tile]) -> [register per output]`` on each register
+  pair of WGMMA-layout tiles (inline Mosaic GPU)."""
+  shape = tiles[0].shape
+
+  @plgpu.inline_mgpu(
+      arg_types=(_WGMMA,) * len(tiles),
+      return_type=tuple(plgpu.ShapeDtypeStruct(shape, d, layout=_WGMMA)
+                        for d in out_dtypes))
+  def body(_, *arrs):
+    regs = [a.registers for a in arrs]
+    outs = [np.empty(regs[0].shape, object) for _ in out_dtypes]
+    for idx in np.ndindex(regs[0].shape):
+      elems = [tuple(vector_dialect.extract(r[idx], [], [e]) for e in (0, 1))
+               for r in regs]
+      for o, v in zip(outs, fn(elems)):
+        o[idx] = v
+    return tuple(mgpu.FragmentedArray(_registers=o, _layout=arrs[0].layout,
+                                      _is_signed=None) for o in outs)
+  return body(*tiles)
+
+
+def _i32(v):
+  return arith_dialect.constant(ir.IntegerType.get_signless(32), v)
+
+
+def _vec2(x, y):
+  return vector_dialect.from_elements(ir.VectorType.get([2], x.type), [x, y])
+
+
+def packed_keep_bf16(p, rows, cols):
+  """Z P as a bf16 tile (query-major)."""
+  def fn(e):
+    (p0, p1), (c0, _), (r0, _), (m0, _) = e
+    w = mgpu_utils.inline_ptx(
+        "{ .reg .b32 w, k, h; mad.lo.u32 w, $1, $2, $3; "
+        "set.geu.u32.f16x2 k, w, $4; cvt.rn.bf16x2.f32 h, $6, $5; "
+        "and.b32 $0, h, k; }",
+        c0, m0, r0, _i32(_F16_T | _F16_T << 16), p0, p1,
+        result_types=ir.IntegerType.get_signless(32))
+    v = vector_dialect.from_elements(
+        ir.VectorType.get([1], ir.IntegerType.get_signless(32)), [w])
+    return [vector_dialect.bitcast(ir.VectorType.get([2], ir.BF16Type.get()),
+                                   v)]
+  (out,) = _per_register(fn, [p, cols, *rows], [jnp.bfloat16])
+  return out
+
+
+def packed_select_f32(x, other, rows, cols, key_major=False):
+  """where(keep, x, other), f32 tiles; ``key_major``: the pair's entries are
+  two queries (two words, one PRMT), else two keys (one word)."""
+  def fn(e):
+    f32 = ir.F32Type.get()
+    (x0, x1), (o0, o1), (c0, _), (r0, r1), (m0, m1) = e
+    if key_major:
+      asm = ("{ .reg .b32 w0, w1, w; .reg .pred a, b; "
+             "mad.lo.u32 w0, $2, $3, $4; mad.lo.u32 w1, $2, $5, $6; "
+             "prmt.b32 w, w0, w1, $8; setp.geu.f16x2 a|b, w, $7; "
+             "selp.f32 $0, $9, $11, b; selp.f32 $1, $10, $12, a; }")
+      args = (c0, m0, r0, m1, r1, _i32(_F16_T | _F16_T << 16),
+              _i32(0x5410), x0, x1, o0, o1)
+    else:
+      asm = ("{ .reg .b32 w; .reg .pred a, b; mad.lo.u32 w, $2, $3, $4; "
+             "setp.geu.f16x2 a|b, w, $5; selp.f32 $0, $6, $8, b; "
+             "selp.f32 $1, $7, $9, a; }")
+      args = (c0, m0, r0, _i32(_F16_T | _F16_T << 16), x0, x1, o0, o1)
+    y0, y1 = mgpu_utils.inline_ptx(asm, *args, result_types=[f32, f32])
+    return [_vec2(y0, y1)]
+  (out,) = _per_register(fn, [x, other, cols, *rows], [jnp.float32])
+  return out
+
+
 class DropoutTiles:
   """The ``dropout.keep`` bits of score tiles, from ``dropout_keys``'
   refs (row additive keys, row multipliers [B, N, Tp], column keys [Sp]).
@@ -689,6 +773,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         def to_pv(p, j):  # P as the P V GEMM takes it: dropout's zeros in
           if drop is not None:  # (step j's column keys came with V(j))
             cols = drop.ring_cols(key_smem, key_bars, slot_of(j))
+            if PACKED_KEEP and not interpret:
+              return packed_keep_bf16(p, drop_rows, cols)
             p = jnp.where(drop.keep(drop_rows, cols), p, 0.0)
           return p.astype(dtype)
 
