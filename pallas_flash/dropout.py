@@ -145,7 +145,7 @@ def keep(row_key, col_key, thresh):
   t, keep_below = thresh
   half = lax.shift_right_logical(col_key * m + r, shift) & 0xFFFF
   x = lax.bitcast_convert_type(half.astype(jnp.uint16), jnp.float16)
-  below = x < lax.bitcast_convert_type(jnp.uint16(t), jnp.float16)
+  below = x < np.uint16(t).view(np.float16)  # (a literal: Triton takes it)
   return below if keep_below else ~below
 
 
