@@ -5,11 +5,13 @@ dropout 0.1, forward and fwd+bwd; the Pallas-Triton kernels too at S4k.
 Interleaved bursts; the forward output with dropout is also checked against
 the f32 XLA reference (same key).  Run 75 adds forward configs with dropout
 (``--configs``): the softmax overlap on, and (non-causal S16k) three
-consumers, each timed against the same kernels' no-dropout default."""
+consumers, each timed against the same kernels' no-dropout default.  Run 77
+(``--more``): with dropout, three forward consumers where the default has
+two, and three consumers in the dQ kernel."""
 import dataclasses
 import sys, jax, jax.numpy as jnp
 import pallas_flash as pf
-from pallas_flash.mosaic.config import MosaicConfig
+from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 from benchmarks.mosaic_bench import cell_inputs
 from benchmarks.timing import time_interleaved
 
@@ -26,6 +28,15 @@ for cell in sys.argv[1].split(","):
     if not causal and t >= 16384:
       variants.append(("mosaic", 0.1, dataclasses.replace(
           base, consumers=3, persistent=False, overlap_softmax=False), " 3 consumers"))
+  if "--more" in sys.argv:
+    variants = [v for v in variants if v[0] == "mosaic"]
+    base = MosaicConfig.default(h, causal, kv_seqlen=t, q_seqlen=t, dropout=True)
+    if base.consumers == 2:
+      variants.append(("mosaic", 0.1, dataclasses.replace(
+          base, consumers=3, persistent=False, overlap_softmax=False), " fwd 3c"))
+    bwd = dataclasses.replace(MosaicBackwardConfig.default(h, causal, dropout=True),
+                              dq_consumers=3)
+    variants.append(("mosaic", 0.1, dataclasses.replace(base, backward=bwd), " dq 3c"))
   calls, names = {}, []
   for impl, rate, config, tag in variants:
     name = f"{impl} {'dropout' if rate else 'no dropout'}{tag}"
