@@ -140,6 +140,12 @@ def col_keys(cols):
   return fmix32(cols * _COL)
 
 
+def fold(w):
+  """w + (w >> 16) (mod 2^32, logical shift): the word's low half then
+  depends on all of its bits (one PTX ``mad.hi.u32 w, w, 65536, w``)."""
+  return w + _shr(w, 16)
+
+
 def keep(row_key, col_key, thresh):
   """Keep bits of the scores (row, col): the row's half of the word
   ``col_key * m + r`` compared as an IEEE half with ``thresh``
@@ -147,7 +153,7 @@ def keep(row_key, col_key, thresh):
   against ``col_key``."""
   r, m, shift = row_key
   t, keep_below = thresh
-  half = lax.shift_right_logical(col_key * m + r, shift) & 0xFFFF
+  half = lax.shift_right_logical(fold(col_key * m + r), shift) & 0xFFFF
   x = lax.bitcast_convert_type(half.astype(jnp.uint16), jnp.float16)
   below = x < np.uint16(t).view(np.float16)  # (a literal: Triton takes it)
   return below if keep_below else ~below

@@ -470,6 +470,9 @@ def dropout_keys(arrays: masks.MaskArrays, tp: int, sp: int):
   return [*rows[:2], dropout.col_keys(jnp.arange(sp, dtype=jnp.int32))]
 
 
+FOLD = True  # dropout.fold in _keep_select (False: run 80's timing only)
+
+
 def _keep_select(pairs, row_keys, col_keys, thresh, query_major: bool):
   """``DropoutTiles.select`` in inline PTX on WGMMA-layout tiles.
 
@@ -518,6 +521,8 @@ def _keep_select(pairs, row_keys, col_keys, thresh, query_major: bool):
       for e in (0, 1):
         lines.append(f"mad.lo.u32 w{e}, {arg(3 * e)}, {arg(3 * e + 1)}, "
                      f"{arg(3 * e + 2)};")
+        if FOLD:  # dropout.fold
+          lines.append(f"mad.hi.u32 w{e}, w{e}, 65536, w{e};")
         lines.append(f"setp.{cmp}.f16x2 a{e}|b{e}, w{e}, {arg(6)};")
       out = 0
       for k in range(len(pairs)):

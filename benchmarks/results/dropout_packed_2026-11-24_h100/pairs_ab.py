@@ -7,10 +7,13 @@ the f32 XLA reference (same key).  Run 75 adds forward configs with dropout
 (``--configs``): the softmax overlap on, and (non-causal S16k) three
 consumers, each timed against the same kernels' no-dropout default.  Run 77
 (``--more``): with dropout, three forward consumers where the default has
-two, and three consumers in the dQ kernel."""
+two, and three consumers in the dQ kernel.  Run 80 (``--fold``): the folded
+word (``dropout.fold``, one LEA.HI per word) against the unfolded one
+(``forward.FOLD = False``: wrong bits, timing only)."""
 import dataclasses
 import sys, jax, jax.numpy as jnp
 import pallas_flash as pf
+from pallas_flash.mosaic import forward as mosaic_forward
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 from benchmarks.mosaic_bench import cell_inputs
 from benchmarks.timing import time_interleaved
@@ -37,8 +40,12 @@ for cell in sys.argv[1].split(","):
     bwd = dataclasses.replace(MosaicBackwardConfig.default(h, causal, dropout=True),
                               dq_consumers=3)
     variants.append(("mosaic", 0.1, dataclasses.replace(base, backward=bwd), " dq 3c"))
+  if "--fold" in sys.argv:
+    variants = [v for v in variants if v[0] == "mosaic"]
+    variants.append(("mosaic", 0.1, None, " nofold"))
   calls, names = {}, []
   for impl, rate, config, tag in variants:
+    mosaic_forward.FOLD = tag != " nofold"
     name = f"{impl} {'dropout' if rate else 'no dropout'}{tag}"
     kw = dict(dropout_rate=rate, dropout_rng=jax.random.key(7)) if rate else {}
     if config is not None:
@@ -67,6 +74,7 @@ for cell in sys.argv[1].split(","):
       err = float(jnp.max(jnp.abs(out.astype(jnp.float32) - ref)))
       print(f"{cell} {name}: max |out - reference| {err:.4f}, keep rate "
             f"{float(mask.mean()):.4f}", flush=True)
+  mosaic_forward.FOLD = True
   tm = time_interleaved(calls, 7, 0.03)
   print(f"{cell}: TFLOP/s (spread), ratio to the same kernels without dropout", flush=True)
   for kind, mult in (("fwd", 1.0), ("fwd+bwd", 3.5)):
