@@ -9,7 +9,7 @@ The bit is a counter-based hash (as Philox in FlashAttention's dropout, but
 cheaper): int32 multiply / xor / logical-shift rounds, which wrap
 identically in XLA, Triton and PTX.  Nearly all of its mixing is done once
 per row or column, and one 32-bit word serves two scores, so that a score
-costs about half a multiply-add and half a two-lane compare:
+costs half a multiply-add, half a shift-add and half a two-lane compare:
 
 * ``seeds(rng, B, N)``: one int32 per (batch row, query head), hashed from the
   PRNG key in XLA before the kernels run (so sharding the batch or the heads
@@ -24,30 +24,36 @@ costs about half a multiply-add and half a two-lane compare:
   ``col_keys(j)``: ``c_j = fmix32(j * const)``.  Both once per row / column:
   the kernels load them from [B, N, T] / [S] tables hashed in XLA.
 * ``keep(row_key, col_key, threshold)``: per (pair, key) the word
-  ``w = c_j * m + r`` (one multiply-add, IMAD); the score's 16-bit half
+  ``w = fold(c_j * m + r)`` with ``fold(x) = x + (x >> 16)`` (a multiply-add
+  and a shift-add: IMAD, LEA.HI); the score's 16-bit half
   ``x = (w >> shift) & 0xFFFF``, read as an IEEE half, is compared with a
   half ``t`` (``threshold``): for rate <= 1/2 the score is dropped iff
   ``x < t`` (ordered: NaN patterns are kept), above 1/2 it is kept iff
   ``x < t``.  ``t`` is chosen so that exactly ``round(rate * 2^16)`` (or
   ``round((1 - rate) * 2^16)``) of the 65536 half patterns compare below
-  it: P(keep) is within 2^-16 of 1 - rate.  On Hopper one PTX
+  it: P(keep) of a half is within 2^-16 of 1 - rate.  On Hopper one PTX
   ``setp.f16x2`` compares both halves of a word (HSETP2: two predicates).
 
 Why this suffices.  ``fmix32`` has full avalanche, so the pair keys and the
 column keys behave as independent uniform words.  Per pair, ``c -> c m +
-r`` is a bijection (``m`` odd), so ``w`` is uniform and its two halves are
-independent uniform 16-bit values; any three words are independent (each
-brings a pair or column key the others lack).  The one dependency left is
-the rectangle: ``w_p'j' = w_p'j + (w_pj' - w_pj) * m_p' / m_p`` (mod
-2**32), through a multiply by a per-pair-of-pairs odd factor.
+r`` is a bijection (``m`` odd), so ``c m + r`` is uniform; after ``fold``
+the low half is uniform, the high half uniform but for its 0x0000 pattern
+(twice as likely: the sum's wrap), and the two are independent but for one
+excluded value (the low half never equals the high half minus one), so
+P(keep) is within 2^-16 of 1 - rate for either half (the threshold's
+rounding included); any three words are
+independent (each brings a pair or column key the others lack).  The one
+dependency left is the rectangle, through a multiply by a
+per-pair-of-pairs odd factor.  ``fold`` is there because ``(c m + r) mod
+2^16`` depends only on the keys' low 16 bits: unfolded, two keys whose
+column keys share their low bits shared their low halves, and over 100
+seeds x 8192^2 neighbouring keys, diagonal neighbours and 1 x 1
+rectangles correlated at |rho| <= 6e-5 (up to 4.9 standard errors).
 ``benchmarks/dropout_stats.py`` checks the keep rate, the per-row and
 per-column keep rates (against the binomial), neighbour correlations (row,
 column, diagonal, and the two rows of a pair) and the 4-point correlation
-of rectangles against independent bits: within 3 standard errors over 10
-and 30 seeds x 8192^2.  Over 100 seeds (6.7e9 bits) the low half's mod
-2^16 structure shows: neighbouring keys, diagonal neighbours and 1 x 1
-rectangles correlate at |rho| <= 6e-5 (up to 4.9 standard errors), which
-the one-word-per-score form did not
+of rectangles against independent bits: folded, every statistic lies
+within 2.3 standard errors over 100 seeds x 8192^2 at rates 0.5 and 0.1
 (``benchmarks/results/dropout_stats_2026-11-24``).  Not a cryptographic
 generator (nor is Philox); the bits are a fixed function of the key.
 ``tests/test_bias_dropout.py`` runs the same checks on a smaller mask.

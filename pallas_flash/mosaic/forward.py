@@ -470,9 +470,6 @@ def dropout_keys(arrays: masks.MaskArrays, tp: int, sp: int):
   return [*rows[:2], dropout.col_keys(jnp.arange(sp, dtype=jnp.int32))]
 
 
-FOLD = True  # dropout.fold in _keep_select (False: run 80's timing only)
-
-
 def _keep_select(pairs, row_keys, col_keys, thresh, query_major: bool):
   """``DropoutTiles.select`` in inline PTX on WGMMA-layout tiles.
 
@@ -482,7 +479,8 @@ def _keep_select(pairs, row_keys, col_keys, thresh, query_major: bool):
   (forward, dQ) the pair (i, i + 8) is ``idx[4]`` 0 / 1 and a register's two
   entries are two keys: two words.  Key-major (dK/dV) it is ``idx[1]``
   2g / 2g + 1 and a register's two entries are two query pairs: two words.
-  Each word's ``setp`` gives the keep bits of the pair's two rows."""
+  Per word: IMAD, the fold (``mad.hi`` by 2^16: one LEA.HI), and one
+  ``setp.f16x2`` (HSETP2) for the keep bits of the pair's two rows."""
   t, keep_below = thresh
   cmp = "lt" if keep_below else "geu"  # keep iff x < t, or iff not x < t
   r_t, m_t = row_keys
@@ -521,8 +519,7 @@ def _keep_select(pairs, row_keys, col_keys, thresh, query_major: bool):
       for e in (0, 1):
         lines.append(f"mad.lo.u32 w{e}, {arg(3 * e)}, {arg(3 * e + 1)}, "
                      f"{arg(3 * e + 2)};")
-        if FOLD:  # dropout.fold
-          lines.append(f"mad.hi.u32 w{e}, w{e}, 65536, w{e};")
+        lines.append(f"mad.hi.u32 w{e}, w{e}, 65536, w{e};")  # dropout.fold
         lines.append(f"setp.{cmp}.f16x2 a{e}|b{e}, w{e}, {arg(6)};")
       out = 0
       for k in range(len(pairs)):
@@ -626,9 +623,10 @@ class DropoutTiles:
   def select(self, pairs, row_keys, col_keys, interpret: bool):
     """[where(keep, x, other) for (x, other) in pairs]: f32 tiles, ``other``
     a tile or None (zeros).  On the GPU in PTX, per pair of query rows
-    (i, i + 8) that a thread holds and per key: one IMAD for the word, one
-    ``setp.f16x2`` for both keep bits (HSETP2), one select per tile entry
-    (``_keep_select``); in interpret mode with ``keep``."""
+    (i, i + 8) that a thread holds and per key: an IMAD and a LEA.HI for the
+    (folded) word, one ``setp.f16x2`` for both keep bits (HSETP2), one
+    select per tile entry (``_keep_select``); in interpret mode with
+    ``keep``."""
     if interpret:
       keep = self.keep(row_keys, col_keys)
       return [jnp.where(keep, x, 0.0 if o is None else o) for x, o in pairs]

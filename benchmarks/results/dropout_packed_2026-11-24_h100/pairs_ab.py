@@ -9,7 +9,8 @@ consumers, each timed against the same kernels' no-dropout default.  Run 77
 (``--more``): with dropout, three forward consumers where the default has
 two, and three consumers in the dQ kernel.  Run 80 (``--fold``): the folded
 word (``dropout.fold``, one LEA.HI per word) against the unfolded one
-(``forward.FOLD = False``: wrong bits, timing only)."""
+(``forward.FOLD = False``: wrong bits, timing only; the switch is in commit
+2ff639a, not in main)."""
 import dataclasses
 import sys, jax, jax.numpy as jnp
 import pallas_flash as pf
