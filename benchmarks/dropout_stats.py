@@ -10,9 +10,11 @@ its deviation from independent Bernoulli(1 - rate) bits in standard errors
   binomial (mean of z^2 against 1, standard error sqrt(2 / count));
 * ``pair_row`` / ``pair_col`` / ``pair_diag``: correlation of neighbours
   (i, j) with (i + 1, j), (i, j + 1), (i + 1, j + 1);
+* ``pair_half``: correlation of the two rows (i, i + 8) of a query pair,
+  whose bits are the two halves of one word;
 * ``rect{d}``: 4-point correlation of the corners (i, j), (i + d, j),
-  (i, j + d), (i + d, j + d), the one dependency an xor of row and column
-  keys leaves.
+  (i, j + d), (i + d, j + d), the one dependency the words leave (d = 8:
+  both rows of pairs).
 
 Independent bits give values ~ N(0, 1): |x| > 3 is suspect.
 
@@ -27,7 +29,7 @@ import numpy as np
 
 from pallas_flash import dropout
 
-RECTS = (1, 2, 64, 1000)
+RECTS = (1, 2, 8, 64, 1000)
 
 
 def seed_stats(seed, size: int, rate: float):
@@ -43,6 +45,10 @@ def seed_stats(seed, size: int, rate: float):
   for name, a, b in (("pair_row", x[1:], x[:-1]), ("pair_col", x[:, 1:], x[:, :-1]),
                      ("pair_diag", x[1:, 1:], x[:-1, :-1])):
     out[name] = (float(np.sum(a * b, dtype=np.float64)), a.size)
+  first = (np.arange(size) >> 3) % 2 == 0  # row i of each pair (i, i + 8)
+  first[size - 8:] = False
+  a, b = x[first], x[np.flatnonzero(first) + 8]
+  out["pair_half"] = (float(np.sum(a * b, dtype=np.float64)), a.size)
   for d in RECTS:
     c = x[d:, d:] * x[:-d, :-d] * x[d:, :-d] * x[:-d, d:]
     out[f"rect{d}"] = (float(np.sum(c, dtype=np.float64)), c.size)
@@ -53,7 +59,7 @@ def main():
   ap = argparse.ArgumentParser()
   ap.add_argument("--seeds", type=int, default=10)
   ap.add_argument("--size", type=int, default=8192)
-  ap.add_argument("--rates", default="0.1,0.5")
+  ap.add_argument("--rates", default="0.1,0.5,0.9")
   args = ap.parse_args()
   print(f"{args.seeds} seeds x [{args.size}, {args.size}] masks; "
         "deviations in standard errors")

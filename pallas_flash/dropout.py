@@ -7,46 +7,56 @@ and the reference agree bit for bit, whatever the tile sizes or the device.
 
 The bit is a counter-based hash (as Philox in FlashAttention's dropout, but
 cheaper): int32 multiply / xor / logical-shift rounds, which wrap
-identically in XLA and in Triton.  Nearly all of its mixing is done once per
-row or column, so that a score costs two integer ops (a multiply-add and a
-compare):
+identically in XLA, Triton and PTX.  Nearly all of its mixing is done once
+per row or column, and one 32-bit word serves two scores, so that a score
+costs half a multiply-add, half a shift-add and half a two-lane compare:
 
 * ``seeds(rng, B, N)``: one int32 per (batch row, query head), hashed from the
   PRNG key in XLA before the kernels run (so sharding the batch or the heads
   cannot change the bits: every shard gets its global rows' seeds).
-* ``row_keys(seed, i)``: per query row a pair ``(r_i, m_i)``: ``r_i`` is
-  MurmurHash3's ``fmix32`` of the seeded row, ``m_i`` an odd multiplier
-  (``fmix32(r_i ^ const) | 1``).  ``col_keys(j)``: ``c_j = fmix32(j * const)``.
-  Both once per row / column: the Triton kernels load them from [B, N, T]
-  / [S] tables hashed in XLA (``triton/tiles.prepare_mask_inputs``), not
-  per tile.
-* ``keep(row_key, col_key, threshold)``: per score ``h = c_j * m_i + r_i``
-  (one integer multiply-add, IMAD), kept iff ``h`` as a signed int32 is >=
-  ``threshold`` (compare): ``P(keep) = 1 - rate`` to within 2**-32.
+* Query rows pair up as (i, i + 8) within each aligned group of 16 rows
+  (``pair_of``): the two rows one thread of a Hopper WGMMA tile holds, in
+  the query-major forward / dQ tiles (rows) and in the key-major dK/dV tile
+  (columns) alike.  ``row_keys(seed, i)``: per query row the triple
+  ``(r, m, shift)``: ``r`` is MurmurHash3's ``fmix32`` of the seeded pair
+  index, ``m`` an odd multiplier (``fmix32(r ^ const) | 1``), both shared by
+  the pair, and ``shift`` = 16 (i + 8 of the pair) or 0 (i).
+  ``col_keys(j)``: ``c_j = fmix32(j * const)``.  Both once per row / column:
+  the kernels load them from [B, N, T] / [S] tables hashed in XLA.
+* ``keep(row_key, col_key, threshold)``: per (pair, key) the word
+  ``w = fold(c_j * m + r)`` with ``fold(x) = x + (x >> 16)`` (a multiply-add
+  and a shift-add: IMAD, LEA.HI); the score's 16-bit half
+  ``x = (w >> shift) & 0xFFFF``, read as an IEEE half, is compared with a
+  half ``t`` (``threshold``): for rate <= 1/2 the score is dropped iff
+  ``x < t`` (ordered: NaN patterns are kept), above 1/2 it is kept iff
+  ``x < t``.  ``t`` is chosen so that exactly ``round(rate * 2^16)`` (or
+  ``round((1 - rate) * 2^16)``) of the 65536 half patterns compare below
+  it: P(keep) of a half is within 2^-16 of 1 - rate.  On Hopper one PTX
+  ``setp.f16x2`` compares both halves of a word (HSETP2: two predicates).
 
-Why two ops suffice.  ``fmix32`` has full avalanche, so the row keys and the
-column keys behave as independent uniform words.  Per row, ``c -> c m_i +
-r_i`` is a bijection (``m_i`` odd), so ``h`` is uniform; any three scores'
-``h`` are independent (each brings a row or column key the others lack), so
-single bits, pairs (neighbours in a row, in a column, anywhere) and triples
-are exactly as independent as the keys.  The one dependency left is the
-rectangle: ``h_i'j' = h_i'j + (h_ij' - h_ij) * m_i' / m_i`` (mod 2**32),
-through a multiply by a per-row-pair odd factor, whose top bits (which the
-compare reads) depend on every bit of the difference.  With xor in place of
-the add, the rectangle's dependency is linear (``x_i'j' = x_ij ^ x_ij' ^
-x_i'j``) until the per-row multiply; both forms pass the checks below, the
-multiply-add in one op fewer.  ``benchmarks/dropout_stats.py`` (rates 0.1
-and 0.5; 10 and 30 seeds x 8192^2 masks): the keep rate, the per-row and
+Why this suffices.  ``fmix32`` has full avalanche, so the pair keys and the
+column keys behave as independent uniform words.  Per pair, ``c -> c m +
+r`` is a bijection (``m`` odd), so ``c m + r`` is uniform; after ``fold``
+the low half is uniform, the high half uniform but for its 0x0000 pattern
+(twice as likely: the sum's wrap), and the two are independent but for one
+excluded value (the low half never equals the high half minus one), so
+P(keep) is within 2^-16 of 1 - rate for either half (the threshold's
+rounding included); any three words are
+independent (each brings a pair or column key the others lack).  The one
+dependency left is the rectangle, through a multiply by a
+per-pair-of-pairs odd factor.  ``fold`` is there because ``(c m + r) mod
+2^16`` depends only on the keys' low 16 bits: unfolded, two keys whose
+column keys share their low bits shared their low halves, and over 100
+seeds x 8192^2 neighbouring keys, diagonal neighbours and 1 x 1
+rectangles correlated at |rho| <= 6e-5 (up to 4.9 standard errors).
+``benchmarks/dropout_stats.py`` checks the keep rate, the per-row and
 per-column keep rates (against the binomial), neighbour correlations (row,
-column, diagonal) and the 4-point correlation of rectangles of side 1, 2,
-64 and 1000 all lie within 3 standard errors of independent bits (largest
-|z|: 2.19 over 10 seeds, 1.75 over 30).  A variant with one multiplier
-shared by all rows, tried first, failed these checks (per-row keep rates
-over-dispersed, rectangle corners correlated, at up to 4.5 standard
-errors), hence ``m_i``.  Not a
-cryptographic generator (nor is Philox); the bits are a fixed function of
-the key.  ``tests/test_bias_dropout.py`` runs the same checks on a smaller
-mask.
+column, diagonal, and the two rows of a pair) and the 4-point correlation
+of rectangles against independent bits: folded, every statistic lies
+within 2.3 standard errors over 100 seeds x 8192^2 at rates 0.5 and 0.1
+(``benchmarks/results/dropout_stats_2026-11-24``).  Not a cryptographic
+generator (nor is Philox); the bits are a fixed function of the key.
+``tests/test_bias_dropout.py`` runs the same checks on a smaller mask.
 
 Kept probabilities are scaled by ``1 / (1 - rate)``.  Letters as in
 ``masks``: B batch, N query heads, T query length, S key length.
@@ -82,9 +92,20 @@ def fmix32(h):
   return h ^ _shr(h, 16)
 
 
-def threshold(rate: float) -> int:
-  """Keep iff the int32 hash is >= this: P(keep) = 1 - rate."""
-  return min(int(round(rate * 2.0**32)) - 2**31, 2**31 - 1)
+def threshold(rate: float) -> tuple[int, bool]:
+  """(t, keep_below): the half-precision bit pattern t of ``keep`` and
+  whether the halves below t are the kept ones (rate > 1/2) or the dropped
+  ones.  Exactly n = round(min(rate, 1 - rate) * 2^16) of the 65536 half
+  patterns x have f16(x) < f16(t) (NaN patterns never do)."""
+  keep_below = rate > 0.5
+  n = int(round((1.0 - rate if keep_below else rate) * 65536.0))
+  # Ordered halves: -inf .. -0 (0xFC00 .. 0x8000: 31745 patterns), then
+  # +0 (== -0) .. +inf (0x0000 .. 0x7C00).
+  if n <= 31744:  # t negative: the n halves more negative than t
+    return 0x8000 + 0x7C00 - n, keep_below
+  # t = b > 0 positive: the 31745 non-NaN negatives and +0 .. b - 1; 31745
+  # itself is not reachable (-0 == +0), so it rounds up
+  return max(n, 31746) - 31745, keep_below
 
 
 def seeds(rng, b: int, n: int, *, broadcast: bool = False):
@@ -100,11 +121,24 @@ def seeds(rng, b: int, n: int, *, broadcast: bool = False):
   return fmix32(fmix32(words[0] ^ bi * _ROW) + (words[1] ^ ni * _HEAD))
 
 
+def pair_of(rows):
+  """Query row i -> its pair index: rows i and i + 8 of each aligned group
+  of 16 share one (the two rows a WGMMA tile thread holds)."""
+  return (rows >> 4) * 8 + (rows & 7)
+
+
+def half_shift(rows):
+  """16 for the second row of a pair (bit 3 of i set), else 0: which half of
+  the pair's word is the row's."""
+  return ((rows >> 3) & 1) * 16
+
+
 def row_keys(seed, rows):
-  """(additive key, odd multiplier) per query row ``rows`` (int32) of one
-  (batch row, head) seed."""
-  r = fmix32(seed + rows * _ROW)
-  return r, fmix32(r ^ _MUL) | 1
+  """(additive key, odd multiplier, half shift) per query row ``rows``
+  (int32) of one (batch row, head) seed; the two rows of a pair share the
+  keys."""
+  r = fmix32(seed + pair_of(rows) * _ROW)
+  return r, fmix32(r ^ _MUL) | 1, half_shift(rows)
 
 
 def col_keys(cols):
@@ -112,12 +146,23 @@ def col_keys(cols):
   return fmix32(cols * _COL)
 
 
+def fold(w):
+  """w + (w >> 16) (mod 2^32, logical shift): the word's low half then
+  depends on all of its bits (one PTX ``mad.hi.u32 w, w, 65536, w``)."""
+  return w + _shr(w, 16)
+
+
 def keep(row_key, col_key, thresh):
-  """Keep bits of the scores (row, col): a multiply-add and a compare per
-  score.  ``row_key`` is the ``row_keys`` pair, each broadcast against
-  ``col_key``."""
-  r, m = row_key
-  return col_key * m + r >= thresh
+  """Keep bits of the scores (row, col): the row's half of the word
+  ``col_key * m + r`` compared as an IEEE half with ``thresh``
+  (``threshold``).  ``row_key`` is the ``row_keys`` triple, each broadcast
+  against ``col_key``."""
+  r, m, shift = row_key
+  t, keep_below = thresh
+  half = lax.shift_right_logical(fold(col_key * m + r), shift) & 0xFFFF
+  x = lax.bitcast_convert_type(half.astype(jnp.uint16), jnp.float16)
+  below = x < np.uint16(t).view(np.float16)  # (a literal: Triton takes it)
+  return below if keep_below else ~below
 
 
 def keep_mask(seed_array, t: int, s: int, rate: float):

@@ -233,17 +233,37 @@ def test_dropout_keep_rate_within_statistical_bounds():
       z2 = np.square(keep.mean(axis) - p) / (var / width)
       assert abs(z2.mean() - 1) < 5 * np.sqrt(2 / z2.size), (rate, axis, z2.mean())
     # Neighbouring rows / columns / diagonal / heads are uncorrelated, and so
-    # are the four corners of 1 x 1 and 7 x 7 rectangles, the one dependency
-    # the xor of row and column keys leaves (normalised, 1 / sqrt(n) each).
+    # are the two rows (i, i + 8) of a pair (two halves of one word) and the
+    # four corners of 1 x 1, 7 x 7 and 8 x 8 rectangles, the one dependency
+    # the words leave (normalised, 1 / sqrt(n) each).
     x = (keep.astype(np.float64) - p) / np.sqrt(var)
+    first = np.flatnonzero((np.arange(256) >> 3) % 2 == 0)  # rows i of pairs
     for a, b in ((x[:, :, 1:], x[:, :, :-1]), (x[..., 1:], x[..., :-1]),
-                 (x[:, :, 1:, 1:], x[:, :, :-1, :-1]), (x[:, 1:], x[:, :-1])):
+                 (x[:, :, 1:, 1:], x[:, :, :-1, :-1]), (x[:, 1:], x[:, :-1]),
+                 (x[:, :, first], x[:, :, first + 8])):
       assert abs(np.mean(a * b)) < 5 / np.sqrt(a.size), (rate, np.mean(a * b))
-    for d in (1, 7):
+    for d in (1, 7, 8):
       corners = (x[..., d:, d:] * x[..., :-d, :-d] * x[..., d:, :-d]
                  * x[..., :-d, d:])
       assert abs(corners.mean()) < 5 / np.sqrt(corners.size), (rate, d, corners.mean())
   np.testing.assert_array_equal(pf.dropout_mask(jax.random.key(3), (1, 1, 4, 4), 0.0), True)
+
+
+def test_dropout_threshold_counts_half_patterns():
+  """``dropout.threshold``: exactly round(min(rate, 1 - rate) * 2^16) of the
+  65536 half patterns compare below t (NaN patterns never do), so P(keep)
+  is within 2^-16 of 1 - rate over the whole of [0, 1); rates r and 1 - r
+  draw complementary masks from one key."""
+  from pallas_flash import dropout
+  halves = np.arange(65536, dtype=np.uint16).view(np.float16)
+  for rate in (0.0, 1e-3, 0.1, 0.25, 0.4844, 0.5, 0.51, 0.9, 0.999):
+    t, keep_below = dropout.threshold(rate)
+    below = int(np.sum(halves < np.uint16(t).view(np.float16)))
+    kept = below if keep_below else 65536 - below
+    assert abs(kept / 65536 - (1 - rate)) <= 1.01 / 65536, (rate, kept)
+  rng, shape = jax.random.key(4), (1, 2, 24, 40)
+  np.testing.assert_array_equal(pf.dropout_mask(rng, shape, 0.1),
+                                ~pf.dropout_mask(rng, shape, 0.9))
 
 
 def _kernel_keep_mask(impl, rng, rate, b, n, t, s, config=None, broadcast=False):
@@ -273,6 +293,30 @@ def test_dropout_bits_identical_across_runs_tiles_and_backends():
   assert (shared == shared[:1, :1]).all() and not (shared == helper).all()
   np.testing.assert_array_equal(
       _kernel_keep_mask(IMPL, rng, rate, *shape, broadcast=True), shared)
+
+
+def test_triton_kernels_lower_for_cuda(monkeypatch):
+  """The Pallas -> Triton lowering, which interpret mode skips (it rejected
+  a float16 bitcast of a literal only on the GPU), without a GPU: bias with
+  dbias, ALiBi and dropout, forward and backward, for sm_90."""
+  import types
+  from jax._src.pallas.triton import pallas_call_registration as registration
+  from pallas_flash import api
+  monkeypatch.setattr(registration, "gpu_info_lib", types.SimpleNamespace(
+      get_gpu_info=lambda: types.SimpleNamespace(compute_capability="9.0")))
+  monkeypatch.setattr(api, "_on_gpu", lambda: True)
+  q = jax.ShapeDtypeStruct((2, 100, 4, 64), jnp.bfloat16)
+  kv = jax.ShapeDtypeStruct((2, 100, 2, 64), jnp.bfloat16)
+  bias = jax.ShapeDtypeStruct((1, 4, 100, 100), jnp.bfloat16)
+  loss = lambda q, k, v, bias: pf.flash_attention(
+      q, k, v, bias=bias, is_causal=True, dropout_rate=0.1,
+      dropout_rng=jax.random.key(0), alibi_slopes=jnp.ones((4,), jnp.float32),
+      implementation=IMPL).astype(jnp.float32).sum()
+  text = jax.jit(jax.grad(loss, (0, 1, 2, 3))).trace(q, kv, kv, bias).lower(
+      lowering_platforms=("cuda",)).as_text()
+  for kernel in ("pallas_flash_fwd", "pallas_flash_bwd_dkdv",
+                 "pallas_flash_bwd_dq"):
+    assert kernel in text, kernel
 
 
 # ------------------------------------------------------- dispatch, sharding

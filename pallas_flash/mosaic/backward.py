@@ -719,11 +719,12 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       p, th = (*p_th, None)[:2]
       parity = lax.rem(i, 2)
       if drop is not None:  # Z P^T for dV; Z dP^T - delta' for dS^T
-        keep = drop.keep(drop.ring_rows(key_smem, key_bars, slot),
-                         drop_cols)
-        if xchg is None:  # (split_head_dim: dP^T comes below)
-          dp = jnp.where(keep, dp, dp_init)
-        p_pv = jnp.where(keep, p, 0.0)
+        drop_rows = drop.ring_rows(key_smem, key_bars, slot)
+        if xchg is None:
+          p_pv, dp = drop.select([(p, None), (dp, dp_init)], drop_rows,
+                                 drop_cols, interpret)
+        else:  # (split_head_dim: dP^T comes below)
+          (p_pv,) = drop.select([(p, None)], drop_rows, drop_cols, interpret)
       else:
         p_pv = p
 
@@ -744,7 +745,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       if xchg is not None:
         (dp,) = xchg.take(0, interpret)
         if drop is not None:
-          dp = jnp.where(keep, dp, dp_init)
+          (dp,) = drop.select([(dp, dp_init)], drop_rows, drop_cols,
+                              interpret)
         p, ds = p_pv.astype(dtype), _ds(p, dp, th).astype(dtype)
         xchg.put(1, first, p, ds)
         products = (lambda: [(p, kv.narrow(do_smem))],
@@ -933,8 +935,9 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       if xchg is not None:
         (dp,) = xchg.take(0, interpret)
       if drop is not None:  # Z dP - delta' (module docstring)
-        keep = drop.keep(drop_rows, drop.ring_cols(key_smem, key_bars, slot))
-        dp = jnp.where(keep, dp, dp_init)
+        (dp,) = drop.select([(dp, dp_init)], drop_rows,
+                            drop.ring_cols(key_smem, key_bars, slot),
+                            interpret)
       ds = _ds(p, dp, th).astype(dtype)
       if xchg is not None:
         xchg.put(1, j == 0, ds)

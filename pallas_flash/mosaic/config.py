@@ -132,14 +132,17 @@ class MosaicConfig:
     static persistent deal does not balance.
 
     kv_seqlen and q_seqlen (0: as kv_seqlen) >= 16384 with d128 non-causal
-    (no dropout, no ALiBi, no sliding window, not every tile masked): three
+    (no ALiBi, no sliding window, not every tile masked): three
     consumers, not persistent, no softmax overlap.  Only measured with
     q_seqlen = kv_seqlen; a short query block would pad to 192-row CTAs.
     H100, 2026-11-23, runs 55-56 (forward TFLOP/s, one process): S16k 636-644 vs
     617, S32k 679 vs 600, S64k 689 vs 609, S128k 675 vs 613 (B1, 16
     heads); S8k 615 vs 603 and S4k 550 vs 579, S16k causal 618 vs 626 (not
-    taken).  With dropout it spills and halves (run 53: 0.39-0.46 of no
-    dropout); with ALiBi too (run 61, S16k N: forward 364 TFLOP/s against
+    taken).  With dropout it spilled and halved while a score's keep bit
+    cost two multiply-adds' worth of keys (run 53: 0.39-0.46 of no
+    dropout); with the paired keep bits it is taken (run 75, H100,
+    2026-11-24, S16k N, dropout 0.1: forward 585 vs 539 TFLOP/s, fwd+bwd
+    428 vs 421).  With ALiBi it spills (run 61, S16k N: forward 364 TFLOP/s against
     677 without ALiBi, fwd+bwd 0.85 of no bias, where the two-consumer
     config read 0.98-1.03 in runs A3 / D4).  Run 63 (H100, S16k N, forward
     TFLOP/s, three / two consumers, one process): plain 630 / 598, soft-cap
@@ -150,8 +153,9 @@ class MosaicConfig:
     TFLOP/s with dropout 0.1, one process): S4k N 504 vs 436 with it, S16k N
     470 vs 447, S4k C 422 vs 405; the second score tile and the keep bits'
     integer ops do not both fit beside the overlap (without dropout the
-    overlap stays: 627 / 647 / 579 vs 591 / 617 / 543).  Not measured at
-    d256, which keeps it.
+    overlap stays: 627 / 647 / 579 vs 591 / 617 / 543).  Again with the
+    paired keep bits (run 75, 2026-11-24): 516 vs 455, 488 vs 429 (S4k N /
+    C), 525 vs 464 (S16k C).  Not measured at d256, which keeps it.
     """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
     cfg = _TABLE[key]
@@ -160,7 +164,7 @@ class MosaicConfig:
     if key == (64, False) and kv_seqlen >= 16384:
       cfg = dataclasses.replace(cfg, block_kv=128, consumers=3)
     if (key == (128, False) and min(q_seqlen or kv_seqlen, kv_seqlen) >= 16384
-        and not (dropout or alibi or window or every_tile_masked)):
+        and not (alibi or window or every_tile_masked)):
       cfg = dataclasses.replace(cfg, consumers=3, persistent=False,
                                 overlap_softmax=False)
     if every_tile_masked:

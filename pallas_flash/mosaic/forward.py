@@ -60,7 +60,11 @@ import jax
 from jax import lax
 import jax.experimental.pallas as pl
 import jax.experimental.pallas.mosaic_gpu as plgpu
+from jax.experimental.mosaic import gpu as mgpu
 from jax.experimental.mosaic.gpu import utils as mgpu_utils
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import arith as arith_dialect
+from jaxlib.mlir.dialects import vector as vector_dialect
 import jax.numpy as jnp
 import numpy as np
 
@@ -453,15 +457,95 @@ def alibi_slopes(arrays: masks.MaskArrays, b: int):
 
 
 def dropout_keys(arrays: masks.MaskArrays, tp: int, sp: int):
-  """The kernels' dropout operands: the ``dropout.row_keys`` pair of every
-  (batch row, head, padded query row), int32 [B, N, Tp] each, and the
-  ``dropout.col_keys`` of the padded key columns, int32 [Sp]; hashed once
-  here in XLA (as ``triton.tiles.prepare_mask_inputs`` does), so that a
-  score costs the two ops of ``dropout.keep``.  Padded rows and keys get
+  """The kernels' dropout operands: the ``dropout.row_keys`` (additive key,
+  multiplier) of every (batch row, head, padded query row), int32 [B, N, Tp]
+  each (the two rows of a pair hold the same keys; the half shift follows
+  from a row's place in its tile), and the ``dropout.col_keys`` of the
+  padded key columns, int32 [Sp]; hashed once here in XLA (as
+  ``triton.tiles.prepare_mask_inputs`` does), so that a pair of scores costs
+  the IMAD and the compare of ``dropout.keep``.  Padded rows and keys get
   keys too; their scores are masked or sliced off."""
   rows = dropout.row_keys(arrays.dropout_seeds[:, :, None],
                           jnp.arange(tp, dtype=jnp.int32))
-  return [*rows, dropout.col_keys(jnp.arange(sp, dtype=jnp.int32))]
+  return [*rows[:2], dropout.col_keys(jnp.arange(sp, dtype=jnp.int32))]
+
+
+def _keep_select(pairs, row_keys, col_keys, thresh, query_major: bool):
+  """``DropoutTiles.select`` in inline PTX on WGMMA-layout tiles.
+
+  A WGMMA register holds entries (row, col), (row, col + 1); the registers
+  of index [.., n8 block, .., half, ..] = ``idx[1]``, ``idx[4]`` hold rows
+  +8 apart (``idx[4]``) and columns +8 apart (``idx[1]``).  Query-major
+  (forward, dQ) the pair (i, i + 8) is ``idx[4]`` 0 / 1 and a register's two
+  entries are two keys: two words.  Key-major (dK/dV) it is ``idx[1]``
+  2g / 2g + 1 and a register's two entries are two query pairs: two words.
+  Per word: IMAD, the fold (``mad.hi`` by 2^16: one LEA.HI), and one
+  ``setp.f16x2`` (HSETP2) for the keep bits of the pair's two rows."""
+  t, keep_below = thresh
+  cmp = "lt" if keep_below else "geu"  # keep iff x < t, or iff not x < t
+  r_t, m_t = row_keys
+  xs = [x for x, _ in pairs]
+  others = [o for _, o in pairs if o is not None]
+  shape = xs[0].shape
+
+  @plgpu.inline_mgpu(
+      arg_types=(_WGMMA,) * (3 + len(xs) + len(others)),
+      return_type=tuple(plgpu.ShapeDtypeStruct(shape, jnp.float32,
+                                               layout=_WGMMA) for _ in xs))
+  def body(_, c, r, m, *tiles):
+    i32 = ir.IntegerType.get_signless(32)
+    f32 = ir.F32Type.get()
+    ext = lambda reg, e: vector_dialect.extract(reg, [], [e])
+    x_regs = [x.registers for x in tiles[:len(xs)]]
+    o_iter = iter(tiles[len(xs):])
+    o_regs = [None if o is None else next(o_iter).registers for _, o in pairs]
+    outs = [np.empty(x.shape, object) for x in x_regs]
+    t2 = arith_dialect.constant(i32, t | t << 16)
+    for idx in np.ndindex(x_regs[0].shape):
+      if (idx[4] if query_major else idx[1] % 2) != 0:
+        continue
+      idx2 = (idx[:4] + (1,) + idx[5:] if query_major
+              else (idx[0], idx[1] + 1) + idx[2:])
+      if query_major:  # the pair's keys, each entry's column key
+        words = [(ext(c.registers[idx], e), ext(m.registers[idx], 0),
+                  ext(r.registers[idx], 0)) for e in (0, 1)]
+      else:  # the key's column key, each entry's pair keys
+        words = [(ext(c.registers[idx], 0), ext(m.registers[idx], e),
+                  ext(r.registers[idx], e)) for e in (0, 1)]
+      args = [v for w in words for v in w] + [t2]
+      n_out = 4 * len(pairs)
+      arg = lambda k: f"${n_out + k}"
+      lines = [".reg .b32 w0, w1;", ".reg .pred a0, b0, a1, b1;"]
+      for e in (0, 1):
+        lines.append(f"mad.lo.u32 w{e}, {arg(3 * e)}, {arg(3 * e + 1)}, "
+                     f"{arg(3 * e + 2)};")
+        lines.append(f"mad.hi.u32 w{e}, w{e}, 65536, w{e};")  # dropout.fold
+        lines.append(f"setp.{cmp}.f16x2 a{e}|b{e}, w{e}, {arg(6)};")
+      out = 0
+      for k in range(len(pairs)):
+        for reg_idx, pred in ((idx, "a"), (idx2, "b")):
+          for e in (0, 1):
+            args.append(ext(x_regs[k][reg_idx], e))
+            x_op = arg(len(args) - 1)
+            if o_regs[k] is None:
+              o_op = "0f00000000"
+            else:
+              args.append(ext(o_regs[k][reg_idx], e))
+              o_op = arg(len(args) - 1)
+            lines.append(f"selp.f32 ${out}, {x_op}, {o_op}, {pred}{e};")
+            out += 1
+      res = mgpu_utils.inline_ptx("{ " + " ".join(lines) + " }", *args,
+                                  result_types=[f32] * n_out)
+      res = iter(res)
+      for k in range(len(pairs)):
+        for reg_idx in (idx, idx2):
+          y0, y1 = next(res), next(res)
+          outs[k][reg_idx] = vector_dialect.from_elements(
+              ir.VectorType.get([2], f32), [y0, y1])
+    return tuple(mgpu.FragmentedArray(_registers=o, _layout=c.layout,
+                                      _is_signed=None) for o in outs)
+
+  return list(body(col_keys, r_t, m_t, *xs, *others))
 
 
 class DropoutTiles:
@@ -528,8 +612,26 @@ class DropoutTiles:
                  for a in range(2))
 
   def keep(self, row_keys, col_keys):
-    """Bool keep bits of the tile (``rows``, ``cols``)."""
-    return dropout.keep(row_keys, col_keys, self.thresh)
+    """Bool keep bits of the tile (``rows``, ``cols``), as ``dropout.keep``
+    in jnp.  A tile's first query row is a multiple of 16, so a row's half
+    of its pair's word is that of its position in the tile."""
+    q_pos = plgpu.broadcasted_iota(jnp.int32, self.shape, self.q_dim,
+                                   layout=_WGMMA)
+    return dropout.keep((*row_keys, dropout.half_shift(q_pos)), col_keys,
+                        self.thresh)
+
+  def select(self, pairs, row_keys, col_keys, interpret: bool):
+    """[where(keep, x, other) for (x, other) in pairs]: f32 tiles, ``other``
+    a tile or None (zeros).  On the GPU in PTX, per pair of query rows
+    (i, i + 8) that a thread holds and per key: an IMAD and a LEA.HI for the
+    (folded) word, one ``setp.f16x2`` for both keep bits (HSETP2), one
+    select per tile entry (``_keep_select``); in interpret mode with
+    ``keep``."""
+    if interpret:
+      keep = self.keep(row_keys, col_keys)
+      return [jnp.where(keep, x, 0.0 if o is None else o) for x, o in pairs]
+    return _keep_select(pairs, row_keys, col_keys, self.thresh,
+                        query_major=self.q_dim == 0)
 
 
 def load_kv_tiles(item: _Item, group: int, block_kv: int, num_stages: int,
@@ -689,7 +791,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         def to_pv(p, j):  # P as the P V GEMM takes it: dropout's zeros in
           if drop is not None:  # (step j's column keys came with V(j))
             cols = drop.ring_cols(key_smem, key_bars, slot_of(j))
-            p = jnp.where(drop.keep(drop_rows, cols), p, 0.0)
+            (p,) = drop.select([(p, None)], drop_rows, cols, interpret)
           return p.astype(dtype)
 
         # Non-causal folded ALiBi: the plain tiles left of, across and right

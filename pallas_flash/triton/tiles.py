@@ -97,7 +97,7 @@ def prepare_mask_inputs(arrays: masks.MaskArrays, spec: masks.MaskSpec, *,
   # The keys of dropout.keep, hashed once per row / column here in XLA
   # (2 B N T + S words), not per tile in the kernels' loops.
   rows = dropout.row_keys(seeds[:, :, None], jnp.arange(t, dtype=jnp.int32))
-  operands += [*rows, dropout.col_keys(jnp.arange(s, dtype=jnp.int32))]
+  operands += [*rows[:2], dropout.col_keys(jnp.arange(s, dtype=jnp.int32))]
   row_spec = pl.BlockSpec((None, q_head_block, t), lambda i, b, h: (b, h, 0))
   specs += [row_spec, row_spec, pl.BlockSpec((s,), lambda i, b, h: (0,))]
   return operands, specs
@@ -275,10 +275,13 @@ def add_score_terms(s2, inputs: TileInputs, *, q_start, k_start, t: int,
 
 def dropout_row_keys(inputs: TileInputs, q_start, block_q: int, t: int,
                      head=None):
-  """The ``dropout.row_keys`` pair of query rows [q_start, q_start +
-  block_q) (of query head ``head`` of a [G, T] block)."""
-  return tuple(load_vec(ref, q_start, block_q, t, 0, head=head)
-               for ref in (inputs.drop_row_add, inputs.drop_row_mul))
+  """The ``dropout.row_keys`` triple of query rows [q_start, q_start +
+  block_q) (of query head ``head`` of a [G, T] block): the loaded pair keys
+  and the rows' half shifts."""
+  rows = q_start + jnp.arange(block_q, dtype=jnp.int32)
+  return (*(load_vec(ref, q_start, block_q, t, 0, head=head)
+            for ref in (inputs.drop_row_add, inputs.drop_row_mul)),
+          dropout.half_shift(rows))
 
 
 def dropout_col_keys(inputs: TileInputs, k_start, block_k: int, s: int):
