@@ -326,6 +326,19 @@ def test_config_default_d128_long_non_causal_takes_three_consumers():
   assert drop.consumers == 3 and not drop.overlap_softmax
 
 
+def test_keep_select_register_pairs_match_the_wgmma_layout():
+  """``forward._keep_select`` pairs WGMMA registers by index: [.., n8 column
+  block, .., row half (+8), ..] = idx[1], idx[4], two adjacent columns per
+  register.  The layout it assumes (JAX 0.11.2's), checked without a GPU;
+  the GPU tests check the bits against the reference."""
+  from jax.experimental.mosaic.gpu import fragmented_array as fa
+  layout = fa.WGMMA_LAYOUT
+  assert layout.tiling.tile_shape((64, 64)) == (1, 8, 4, 1, 2, 1, 8, 4, 2)
+  assert (layout.warp_dims, layout.lane_dims, layout.vector_dim) == (
+      (-7,), (-3, -2), -1)
+  assert layout.registers_shape((64, 128)) == (1, 16, 1, 1, 2, 1, 1, 1, 1)
+
+
 def test_check_supported_and_forward_choose_the_config_in_one_place():
   """The config the support check sizes is the one the forward runs: with
   ALiBi slopes in the arrays, d128 non-causal S16k keeps two consumers."""

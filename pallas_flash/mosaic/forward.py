@@ -463,7 +463,8 @@ def dropout_keys(arrays: masks.MaskArrays, tp: int, sp: int):
   from a row's place in its tile), and the ``dropout.col_keys`` of the
   padded key columns, int32 [Sp]; hashed once here in XLA (as
   ``triton.tiles.prepare_mask_inputs`` does), so that a pair of scores costs
-  the IMAD and the compare of ``dropout.keep``.  Padded rows and keys get
+  the multiply-add, fold and compare of ``dropout.keep``.  Padded rows and
+  keys get
   keys too; their scores are masked or sliced off."""
   rows = dropout.row_keys(arrays.dropout_seeds[:, :, None],
                           jnp.arange(tp, dtype=jnp.int32))
