@@ -4,6 +4,7 @@ AND on the packed bf16 P in the forward, ``setp.geu.f16x2`` + two selects on
 dP in the dQ kernel, two multiply-adds + PRMT + ``setp`` + four selects in the
 key-major dK/dV kernel) against main's multiply-add, compare and select per
 entry.  Timing only: the packed form's bits are not the mask's definition.
+The switch lived in branch commit 3c16be1 (h-packed-keep), not in main.
 d128, dropout 0.1, forward and fwd+bwd, no dropout's default as the base.
 One process per call, interleaved bursts."""
 import sys, jax, jax.numpy as jnp
