@@ -154,7 +154,7 @@ def fold(w):
 
 def keep(row_key, col_key, thresh):
   """Keep bits of the scores (row, col): the row's half of the word
-  ``col_key * m + r`` compared as an IEEE half with ``thresh``
+  ``fold(col_key * m + r)`` compared as an IEEE half with ``thresh``
   (``threshold``).  ``row_key`` is the ``row_keys`` triple, each broadcast
   against ``col_key``."""
   r, m, shift = row_key

@@ -464,8 +464,7 @@ def dropout_keys(arrays: masks.MaskArrays, tp: int, sp: int):
   padded key columns, int32 [Sp]; hashed once here in XLA (as
   ``triton.tiles.prepare_mask_inputs`` does), so that a pair of scores costs
   the multiply-add, fold and compare of ``dropout.keep``.  Padded rows and
-  keys get
-  keys too; their scores are masked or sliced off."""
+  keys get keys too; their scores are masked or sliced off."""
   rows = dropout.row_keys(arrays.dropout_seeds[:, :, None],
                           jnp.arange(tp, dtype=jnp.int32))
   return [*rows[:2], dropout.col_keys(jnp.arange(sp, dtype=jnp.int32))]
@@ -502,6 +501,8 @@ def _keep_select(pairs, row_keys, col_keys, thresh, query_major: bool):
     o_regs = [None if o is None else next(o_iter).registers for _, o in pairs]
     outs = [np.empty(x.shape, object) for x in x_regs]
     t2 = arith_dialect.constant(i32, t | t << 16)
+    n_out = 4 * len(pairs)
+    arg = lambda k: f"${n_out + k}"  # the k-th input operand
     for idx in np.ndindex(x_regs[0].shape):
       if (idx[4] if query_major else idx[1] % 2) != 0:
         continue
@@ -514,8 +515,6 @@ def _keep_select(pairs, row_keys, col_keys, thresh, query_major: bool):
         words = [(ext(c.registers[idx], 0), ext(m.registers[idx], e),
                   ext(r.registers[idx], e)) for e in (0, 1)]
       args = [v for w in words for v in w] + [t2]
-      n_out = 4 * len(pairs)
-      arg = lambda k: f"${n_out + k}"
       lines = [".reg .b32 w0, w1;", ".reg .pred a0, b0, a1, b1;"]
       for e in (0, 1):
         lines.append(f"mad.lo.u32 w{e}, {arg(3 * e)}, {arg(3 * e + 1)}, "
