@@ -288,6 +288,18 @@ def test_config_default_d128_dropout_turns_the_softmax_overlap_off():
   assert MosaicConfig.default(256, False, dropout=True).overlap_softmax
 
 
+def test_backward_config_default_d128_holds_q_in_registers_without_dropout():
+  for causal in (False, True):
+    assert MosaicBackwardConfig.default(128, causal).dq_rows_in_registers == 1
+    assert MosaicBackwardConfig.default(
+        128, causal, dropout=True).dq_rows_in_registers == 0
+  assert MosaicBackwardConfig.default(256, False).dq_rows_in_registers == 0
+  with pytest.raises(ValueError, match="dq_rows_in_registers=3"):
+    MosaicBackwardConfig(dq_rows_in_registers=3)
+  with pytest.raises(ValueError, match="split_head_dim=False"):
+    MosaicBackwardConfig(dq_rows_in_registers=1, split_head_dim=True)
+
+
 def test_config_default_causal_persistent_sorts_items_longest_first():
   for h in (64, 128, 256):
     cfg = MosaicConfig.default(h, True)
@@ -439,6 +451,9 @@ LOWERINGS = [  # (head dim, causal, config, extra masking)
     (128, True, None, "dropout"),  # persistent, softmax overlap
     (64, False, None, "dropout alibi"),
     (256, False, MosaicConfig(block_kv=64), "dropout"),
+    (128, True, MosaicConfig(heads_inner=True, overlap_softmax=True,
+                             persistent=True, q_in_registers=True), "alibi"),
+    (64, False, MosaicConfig(block_kv=256, q_in_registers=True), None),
 ]
 
 
@@ -637,6 +652,13 @@ SLOW_BACKWARD = [
     B("bwd dq 3 consumers dropout alibi d128", b=2, t=1000, s=1024, n=4,
       k=2, h=128, causal=True, alibi=True, dropout=0.1,
       config=MosaicBackwardConfig(dq_consumers=3)),
+    B("bwd dq rows (Q, dO) in registers d64 window lengths gqa", b=2,
+      t=1000, s=1100, n=4, k=2, window=(300, 20), kv_lengths=(1100, 400),
+      causal=True, config=MosaicBackwardConfig(dq_rows_in_registers=2,
+                                               block_kv_dq=128)),
+    B("bwd dq rows in registers dropout segments d128", b=2, t=1024,
+      s=1024, n=2, k=2, h=128, segments=True, dropout=0.1,
+      config=MosaicBackwardConfig(dq_rows_in_registers=2)),
     B("bwd 3 consumers both kernels d64 segments", b=2, t=1024, s=1024, n=4,
       k=2, segments=True, causal=True,
       config=MosaicBackwardConfig(consumers=3, block_q_dkv=128,
@@ -835,6 +857,10 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (256, True, None, "dropout"),  # split_head_dim
     (64, True, MosaicBackwardConfig(block_q_dkv=128, deterministic=False),
      "dropout"),
+    (128, False, MosaicBackwardConfig(dq_rows_in_registers=2), None),
+    (128, True, MosaicBackwardConfig(dq_rows_in_registers=1), "dropout"),
+    (64, True, MosaicBackwardConfig(dq_rows_in_registers=2, block_kv_dq=128),
+     "alibi soft-cap"),
 ]
 
 

@@ -269,15 +269,25 @@ class _RowTile:
     for src, dst, bar in zip(srcs, self.smems, self._own_bars):
       plgpu.copy_gmem_to_smem(src.at[self.narrow(self.rows)], dst, bar)
 
-  def wait(self):
+  def wait(self, in_registers: int = 0, interpret: bool = False):
+    """Wait for the row tiles; then load the first ``in_registers`` of
+    them (not split) into registers, where ``products`` takes them as the
+    wgmma's A operand instead of reading shared memory every step.
+    (Interpret mode models no register A operand: it keeps the refs.)"""
     for tile in self.all:
       for _, bar in tile:
         plgpu.barrier_wait(bar)
+    self.regs = {}
+    if not interpret:
+      for i in range(in_registers):
+        self.regs[i] = plgpu.load(self.all[i][0][0], layout=_WGMMA)
 
   def products(self, i: int, ring_tile):
     """(A, B) operands of (row tile i) @ ring_tile^T, summed over column
     blocks: the score GEMMs S^T = K Q^T, dP^T = V dO^T or S = Q K^T,
     dP = dO V^T."""
+    if i in self.regs:
+      return [(self.regs[i], ring_tile.transpose((1, 0)))]
     out = []
     for block, _ in self.all[i]:
       b_op = ring_tile if not self.split else ring_tile.at[
@@ -882,7 +892,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     if cfg.split_head_dim:
       xchg = _Exchange(xchg_smem[0], cfg,
                        interpret_bars[4] if interpret else None, item.n_steps)
-    qo.wait()
+    qo.wait(cfg.dq_rows_in_registers, interpret)
 
     def step(j, dq, *, masked: bool, side=None):
       slot = lax.rem(j, stages)

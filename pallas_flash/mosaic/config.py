@@ -60,6 +60,10 @@ class MosaicConfig:
       persistent kernel: no CTA launch, prologue or pipeline refill per
       item).  With causal masking use ``heads_inner``: the items are then
       taken longest first (within groups of heads, ``head_group_mib``).
+    q_in_registers: each consumer loads its Q tile into registers once per
+      work item, the register A operand of S = Q K^T, instead of the S
+      GEMM reading it from shared memory every step (32 registers per
+      thread at d128).
   """
 
   block_q: int = 64
@@ -71,6 +75,7 @@ class MosaicConfig:
   masked_first: bool = True
   overlap_softmax: bool = False
   persistent: bool = False
+  q_in_registers: bool = False
   backward: "MosaicBackwardConfig | None" = None  # None: its table default
 
   def __post_init__(self):
@@ -246,6 +251,11 @@ class MosaicBackwardConfig:
       Its dQ accumulator is [block_q_dq, H] f32 (64 registers per thread at
       d128, against dK + dV's 128 in the dK/dV kernel), so three consumers
       fit there where they do not in the dK/dV kernel.
+    dq_rows_in_registers: how many of the dQ kernel's row tiles (Q, then
+      dO) each consumer loads into registers once, as the register A
+      operand of its score GEMMs (S = Q K^T, dP = dO V^T): 0, 1 or 2.  Each
+      costs 32 registers per thread at d128 and takes a [block_q_dq, H]
+      operand off the shared-memory reads of every step.
     masked_first: visit the tiles that need an element-wise mask first.
     fused: one kernel (five GEMMs per step instead of seven, as FA3's
       backward): the dK/dV kernel also computes each step's dQ share
@@ -273,6 +283,7 @@ class MosaicBackwardConfig:
   num_stages: int = 2
   consumers: int = 2
   dq_consumers: int | None = None  # None: consumers
+  dq_rows_in_registers: int = 0
   masked_first: bool = True
   deterministic: bool = True
   split_head_dim: bool = False
@@ -295,6 +306,12 @@ class MosaicBackwardConfig:
         # _DsTiles and _Exchange pass tiles within a pair of consumers.
         raise ValueError(f"{name}=3 needs fused=False, deterministic=True "
                          "and split_head_dim=False")
+    if self.dq_rows_in_registers not in (0, 1, 2):
+      raise ValueError(f"dq_rows_in_registers={self.dq_rows_in_registers} "
+                       "must be 0, 1 or 2")
+    if self.dq_rows_in_registers and self.split_head_dim:
+      raise ValueError("dq_rows_in_registers needs split_head_dim=False (a "
+                       "consumer reads every column block of the row tile)")
     if self.split_head_dim and not self.deterministic:
       raise ValueError("split_head_dim=True needs deterministic=True (the "
                        "fused dQ kernel holds a whole row tile per consumer)")
@@ -385,6 +402,14 @@ class MosaicBackwardConfig:
       188, with 64-row steps 251 / 235 / 265 (the Triton backward 245 /
       235 / 262) (runs D3-D4; ptxas: the fused kernel with dropout spills
       908 bytes at d128, run D2; not read at d64).
+    * d128: Q in registers in the dQ kernel (``dq_rows_in_registers=1``,
+      the A operand of S = Q K^T read from registers instead of shared
+      memory every step).  H100, 2026-11-24, run 83, backward TFLOP/s at
+      S4k N / S4k C / S16k N / S16k C, in one process: 437 / 404 / 460 /
+      473 vs 427 / 392 / 452 / 447 (Q and dO: 431 / 390 / 447 / 454);
+      ptxas: no spills in the dQ kernel with either.  Not with dropout
+      (run 84, S4k N / S16k N: 373 / 379 vs 380 / 402), nor at d64 with
+      dropout (two kernels: 303 vs 301, level).
     * three consumers (``consumers=3`` / ``dq_consumers=3``): not taken.
       H100, 2026-11-23, run 58, d128 ``dq_consumers=3``: 414 / 351 / 452 /
       450 vs 428 / 384 / 444 / 439 (S4k N, S4k C, S16k N, S16k C: level
@@ -398,4 +423,4 @@ class MosaicBackwardConfig:
       return cls(block_q_dkv=128, block_kv_dq=128, fused=True)
     if head_dim > 128:
       return cls(split_head_dim=True)
-    return cls()
+    return cls(dq_rows_in_registers=0 if dropout else 1)
