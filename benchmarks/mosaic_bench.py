@@ -295,6 +295,7 @@ def main():
                  bases, dims)
     log(table(rows))
     if args.out:
+      os.makedirs(args.out, exist_ok=True)
       with open(os.path.join(args.out, "mosaic_bench.json"), "w") as f:
         json.dump({"date": str(datetime.date.today()),
                    "device": dev.device_kind, "jax": jax.__version__,

@@ -451,9 +451,6 @@ LOWERINGS = [  # (head dim, causal, config, extra masking)
     (128, True, None, "dropout"),  # persistent, softmax overlap
     (64, False, None, "dropout alibi"),
     (256, False, MosaicConfig(block_kv=64), "dropout"),
-    (128, True, MosaicConfig(heads_inner=True, overlap_softmax=True,
-                             persistent=True, q_in_registers=True), "alibi"),
-    (64, False, MosaicConfig(block_kv=256, q_in_registers=True), None),
 ]
 
 

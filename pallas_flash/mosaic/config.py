@@ -60,10 +60,6 @@ class MosaicConfig:
       persistent kernel: no CTA launch, prologue or pipeline refill per
       item).  With causal masking use ``heads_inner``: the items are then
       taken longest first (within groups of heads, ``head_group_mib``).
-    q_in_registers: each consumer loads its Q tile into registers once per
-      work item, the register A operand of S = Q K^T, instead of the S
-      GEMM reading it from shared memory every step (32 registers per
-      thread at d128).
   """
 
   block_q: int = 64
@@ -75,7 +71,6 @@ class MosaicConfig:
   masked_first: bool = True
   overlap_softmax: bool = False
   persistent: bool = False
-  q_in_registers: bool = False
   backward: "MosaicBackwardConfig | None" = None  # None: its table default
 
   def __post_init__(self):

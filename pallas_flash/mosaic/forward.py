@@ -669,7 +669,6 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       num_q_tiles: int, group: int, longest_first: bool,
                       masked_first: bool, overlap_softmax: bool,
                       order: tuple[tuple[str, int], ...], num_ctas: int,
-                      q_in_registers: bool = False,
                       interpret: bool, alibi: bool = False,
                       rate: float = 0.0):
   """Work items of ``consumers * block_q`` query rows of one (b, n), in the
@@ -779,11 +778,6 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         acc = plgpu.layout_cast(jnp.full((bq, head_dim), 0.0, jnp.float32),
                                 _WGMMA)
         plgpu.barrier_wait(q_bars.at[wg])
-        # S's A operand: Q in registers (loaded once per item) or read from
-        # shared memory by every S GEMM.  (Interpret mode: no register
-        # operand of wgmma.)
-        q_a = (plgpu.load(q_smem, layout=_WGMMA)
-               if q_in_registers and not interpret else q_smem)
 
         def slot_of(j):
           return lax.rem(g0 + j, num_stages)
@@ -860,7 +854,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 
           # -- S = Q K^T  [bq, bk] on the tensor cores (from init: ALiBi)
           def issue_qk(acc_ref):
-            plgpu.wgmma(acc_ref, q_a, k_smems.at[slot].transpose((1, 0)))
+            plgpu.wgmma(acc_ref, q_smem, k_smems.at[slot].transpose((1, 0)))
             sync.pass_turn()  # my S GEMM is issued: the other's P V may go
 
           def qk(acc_ref):
@@ -938,7 +932,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           else:
             def gemms_and_softmax(refs):
               o_ref, s_ref, *out_refs = refs
-              plgpu.wgmma(s_ref, q_a, k_t)  # S(j)
+              plgpu.wgmma(s_ref, q_smem, k_t)  # S(j)
               plgpu.wgmma(o_ref, p_prev, v_smems.at[prev])  # O += P(j-1) V(j-1)
               sync.pass_turn()
               s = plgpu.wgmma_accumulator_load(s_ref, wait_n=1)  # S(j) only
@@ -1244,7 +1238,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
       num_q_tiles=num_q_tiles, group=n // kh,
       longest_first=spec.is_causal, masked_first=cfg.masked_first,
       overlap_softmax=cfg.overlap_softmax, order=order, num_ctas=num_ctas,
-      q_in_registers=cfg.q_in_registers, alibi=alibi, rate=rate, interpret=params.interpret)
+      alibi=alibi, rate=rate, interpret=params.interpret)
   kernel.__name__ = "pallas_flash_mosaic_fwd"
   if num_ctas:
     grid, grid_names = (num_ctas,), ("cta",)
