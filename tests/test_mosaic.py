@@ -562,14 +562,6 @@ BACKWARD = [
     B("bwd 3 consumers both kernels segments lengths dropout", b=2, t=200,
       s=256, segments=True, kv_lengths=(256, 90), dropout=0.2,
       config=MosaicBackwardConfig(consumers=3, block_kv_dq=128)),
-    # Each step's dV, dK GEMMs issued with the next step's score GEMMs; GQA
-    # carries them across the head loop, an empty row tile issues none.
-    B("bwd overlap steps d128 gqa 2/1 causal ragged lengths dropout", b=2,
-      n=2, k=1, h=128, t=130, s=200, causal=True, bottom_right=True,
-      q_lengths=(130, 0), kv_lengths=(200, 60), dropout=0.2,
-      config=MosaicBackwardConfig(overlap_steps=True)),
-    B("bwd overlap steps d64 alibi window", t=200, s=170, alibi=True,
-      window=(40, 20), config=MosaicBackwardConfig(overlap_steps=True)),
 ]
 
 SLOW_BACKWARD = [
@@ -863,9 +855,6 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (64, True, MosaicBackwardConfig(block_q_dkv=128, deterministic=False),
      "dropout"),
     (128, False, MosaicBackwardConfig(dq_rows_in_registers=2), None),
-    (128, True, MosaicBackwardConfig(overlap_steps=True, dq_rows_in_registers=1),
-     "segments"),
-    (128, False, MosaicBackwardConfig(overlap_steps=True), "dropout alibi"),
     (128, True, MosaicBackwardConfig(dq_rows_in_registers=1), "dropout"),
     (64, True, MosaicBackwardConfig(dq_rows_in_registers=2, block_kv_dq=128),
      "alibi soft-cap"),

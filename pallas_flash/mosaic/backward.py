@@ -104,8 +104,7 @@ def check_supported(params: KernelParams, q, k, v) -> None:
 # --------------------------------------------------------------------------
 
 
-def _scores(terms, interpret: bool, on_first=None, n_first: int = 1,
-            before=None):
+def _scores(terms, interpret: bool, on_first=None, n_first: int = 1):
   """(init + sum of a @ b over products for each (products, init) in terms)
   in f32, the (a, b) operands in shared memory (``_RowTile.products``), the
   wgmmas issued back to back.  The inits fold the softmax's row terms into
@@ -115,26 +114,10 @@ def _scores(terms, interpret: bool, on_first=None, n_first: int = 1,
   accumulator's shape: run on it as soon as its wgmmas are done, while the
   later ones are in flight (FA3 Sec. 3.2's intra-warpgroup overlap, in
   the backward: P from S while the dP GEMM runs); its tiles replace the
-  first result.  Without it, all are awaited once.
-
-  ``before``: (accs, products) as ``_accumulate`` takes them (the previous
-  step's accumulating GEMMs, ``MosaicBackwardConfig.overlap_steps``),
-  issued ahead of the score GEMMs, so that the tensor cores run both back
-  to back; their results come first in the returned tuple."""
-  if before is not None:
-    accs, products = before
-    if interpret:
-      return (*_accumulate(accs, products, interpret),
-              *_scores(terms, interpret, on_first, n_first))
-
+  first result.  Without it, all are awaited once."""
   def issue(refs):
-    if before is not None:
-      for ref, product in zip(refs, products):
-        for a, b_ref in product():
-          plgpu.wgmma(ref, a, b_ref)
-      refs = refs[len(accs):]
-    for ref, (products_t, _) in zip(refs, terms):
-      for a, b in products_t:
+    for ref, (products, _) in zip(refs, terms):
+      for a, b in products:
         plgpu.wgmma(ref, a, b)
 
   n = len(terms)
@@ -146,25 +129,22 @@ def _scores(terms, interpret: bool, on_first=None, n_first: int = 1,
                                  for _, init in terms))
     outs = tuple(out + init for out, (_, init) in zip(outs, terms))
     return outs if on_first is None else (on_first(outs[0]), *outs[1:])
-  m = 0 if before is None else len(accs)
-  inits = tuple(plgpu.ACC.init(a) for a in (accs if m else ()))
-  inits += tuple(plgpu.ACC.init(init) for _, init in terms)
+  accs = tuple(plgpu.ACC.init(init) for _, init in terms)
   if on_first is None:
-    return pl.run_state(issue)(inits)
-  later = sum(len(products_t) for products_t, _ in terms[1:])
+    return pl.run_state(issue)(accs)
+  later = sum(len(products) for products, _ in terms[1:])
   first_shape = terms[0][1].shape
 
   def body(refs):
-    acc_refs, out_refs = refs[:m + n], refs[m + n:]
+    acc_refs, out_refs = refs[:n], refs[n:]
     issue(acc_refs)
-    first = plgpu.wgmma_accumulator_load(acc_refs[m], wait_n=later)
+    first = plgpu.wgmma_accumulator_load(acc_refs[0], wait_n=later)
     for ref, value in zip(out_refs, on_first(first)):
       ref[...] = value
 
   zeros = plgpu.layout_cast(jnp.zeros(first_shape, jnp.float32), _WGMMA)
-  outs = pl.run_state(body)((*inits, *(zeros,) * n_first))
-  done, (_, *rest_and_outs) = outs[:m], outs[m:]
-  return (*done, tuple(rest_and_outs[n - 1:]), *rest_and_outs[:n - 1])
+  _, *rest_and_outs = pl.run_state(body)((*accs, *(zeros,) * n_first))
+  return (tuple(rest_and_outs[n - 1:]), *rest_and_outs[:n - 1])
 
 
 def _row_terms(lse2, delta, shape, dim: int, scale: float,
@@ -627,9 +607,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   sync = fwd._Sync(wg, c, stages, interpret_bars if interpret else None)
   item = fwd._Item(b, kvh, kt, tiles_ref, cfg.masked_first, lengths=True)
   n_steps = item.n_steps  # query tiles per query head
-  # overlap_steps: step i's dV, dK GEMMs are issued at step i + 1, ahead of
-  # its score GEMMs, and step i's Q / dO slot is freed there
-  lag = cfg.overlap_steps and not fused and not cfg.split_head_dim
 
   def _consumer(w):
     kv = _RowTile(cfg, w, (k_smems, v_smems), (k_bars, v_bars), kt, bk,
@@ -686,8 +663,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       return plgpu.broadcasted_iota(jnp.int32, (bk, bq), dim, layout=_WGMMA)
 
     def step(j, carry, *, g, masked: bool, side=None):
-      # fused: (query tile, head) of step i - 1; lag: its P^T, dS^T (bf16)
-      dk, dv, *prev = carry
+      dk, dv, *prev = carry  # fused: (query tile, head) of step i - 1
       i = g * n_steps + j  # the CTA's step
       slot = lax.rem(i, stages)
       n = kvh * group + g
@@ -734,21 +710,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         return (p,) if th is None else (p, th)
 
       if xchg is None:  # P^T computed while the dP^T wgmma runs
-        terms = ((kv.products(0, q_smem), s_init),
-                 (kv.products(1, do_smem), dp_init))
-        n_first = 1 if cap is None else 2
-        if lag:  # step i - 1's dV, dK GEMMs first (step 0: of zeros)
-          p_prev, ds_prev = prev
-          prev_slot = lax.rem(jnp.maximum(i - 1, 0), stages)
-          dv, dk, p_th, dp = _scores(
-              terms, interpret, on_first=probs, n_first=n_first,
-              before=((dv, dk), (
-                  lambda: [(p_prev, do_smems.at[prev_slot])],
-                  lambda: [(ds_prev, q_smems.at[prev_slot])])))
-          pl.when(i >= 1)(lambda: sync.release(0, prev_slot))
-        else:
-          p_th, dp = _scores(terms, interpret, on_first=probs,
-                             n_first=n_first)
+        p_th, dp = _scores(((kv.products(0, q_smem), s_init),
+                            (kv.products(1, do_smem), dp_init)), interpret,
+                           on_first=probs, n_first=1 if cap is None else 2)
       elif w == 0:  # S^T here, dP^T - delta from consumer 1
         (s,) = _scores(((kv.products(0, q_smem), s_init),), interpret)
         p_th = probs(s)
@@ -800,8 +764,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       # -- dV += P^T dO, dK += dS^T Q  [bk, H] (split_head_dim: [bk, H / C]);
       # fused: dQ[q rows, cols] = dS K[:, cols] too (its share
       # of the CTA's dQ, summed over the CTA's C * bk keys)
-      if lag:  # issued with step i + 1's score GEMMs (or after the loop)
-        return dk, dv, p_pv.astype(dtype), _ds(p, dp, th).astype(dtype)
       if not fused:
         dv, dk = _accumulate((dv, dk), products, interpret)
         sync.release(0, slot)  # the Q and dO slot may be refilled
@@ -827,21 +789,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                            alibi_tiles)
 
     carry = (zeros, zeros, *((jnp.int32(0),) * 2 if fused else ()))
-    if lag:  # "step -1's" P^T, dS^T: zeros
-      carry += (plgpu.layout_cast(jnp.zeros((bk, bq), dtype), _WGMMA),) * 2
     if group == 1:
       dk, dv, *last = head(0, carry)
     else:
       dk, dv, *last = lax.fori_loop(0, group, head, carry)
-    if lag:  # -- the last step's dV, dK GEMMs; then its slot is free
-      total = group * n_steps
-      last_slot = lax.rem(jnp.maximum(total - 1, 0), stages)
-      p_last, ds_last = last
-      dv, dk = lax.cond(total > 0, lambda: _accumulate(
-          (dv, dk), (lambda: [(p_last, do_smems.at[last_slot])],
-                     lambda: [(ds_last, q_smems.at[last_slot])]),
-          interpret), lambda: (dv, dk))
-      pl.when(total > 0)(lambda: sync.release(0, last_slot))
     if fused:  # -- the last step's dQ share
       total = group * n_steps
 

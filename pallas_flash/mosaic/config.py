@@ -251,11 +251,6 @@ class MosaicBackwardConfig:
       operand of its score GEMMs (S = Q K^T, dP = dO V^T): 0, 1 or 2.  Each
       costs 32 registers per thread at d128 and takes a [block_q_dq, H]
       operand off the shared-memory reads of every step.
-    overlap_steps: the dK/dV kernel issues step i's accumulating GEMMs
-      (dV += P^T dO, dK += dS^T Q) at step i + 1, right before that step's
-      score GEMMs, so that each consumer's four GEMMs of a step run back to
-      back (the two-kernel form; P^T and dS^T of a step stay in registers
-      until then).
     masked_first: visit the tiles that need an element-wise mask first.
     fused: one kernel (five GEMMs per step instead of seven, as FA3's
       backward): the dK/dV kernel also computes each step's dQ share
@@ -284,7 +279,6 @@ class MosaicBackwardConfig:
   consumers: int = 2
   dq_consumers: int | None = None  # None: consumers
   dq_rows_in_registers: int = 0
-  overlap_steps: bool = False
   masked_first: bool = True
   deterministic: bool = True
   split_head_dim: bool = False
