@@ -128,3 +128,19 @@ def test_bwd_bench_only_keeps_variant_names_whole():
   assert bwd_bench.parse_only("ours,cudnn det,ours[a=1,b=2],ours[c=3]") == (
       "ours", "cudnn det", "ours[a=1,b=2]", "ours[c=3]")
   assert bwd_bench.parse_only("") == ()
+
+
+def test_bwd_split_times_both_kernels_on_cpu():
+  """benchmarks/bwd_split.py in interpret mode on a tiny cell: the whole
+  backward and the dK/dV kernel alone are timed, and the launch it patches
+  is restored."""
+  from benchmarks import bwd_split
+  from pallas_flash.mosaic import backward as mb
+
+  launch = mb._launch
+  rows = bwd_split.split(["0.0625k-C"], heads=1, tokens=64, interpret=True,
+                         reps=1, sample_s=0.0)
+  assert mb._launch is launch
+  assert [r[:2] for r in rows] == [("0.0625k-C", 0), ("0.0625k-C", 1)]
+  for _, _, whole, kv, _, *rates in rows:
+    assert whole > 0 and kv > 0 and rates[0] > 0 and rates[1] > 0
