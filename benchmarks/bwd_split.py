@@ -23,6 +23,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from benchmarks.mosaic_bench import full_arrays
 from benchmarks.timing import time_interleaved
 from pallas_flash import masks, params as params_lib
 from pallas_flash.mosaic import backward as mb, forward as mf
@@ -50,35 +51,38 @@ def split(cells, *, head_dim=128, heads=16, tokens=16384, dropout=0.0,
     ks = jax.random.split(jax.random.key(0), 4)
     q, k, v, do = (jax.random.normal(x, (b, t, heads, head_dim), jnp.bfloat16)
                    for x in ks)
-    lens = jnp.full((b,), t, jnp.int32)
-    arrays = masks.MaskArrays(lens, lens)
+    arrays = full_arrays(b, t, t)
     if dropout:
       arrays = arrays._replace(dropout_seeds=jnp.arange(
           b * 4, dtype=jnp.int32).reshape(b, 4))
     spec = masks.MaskSpec(is_causal=causal)
-    calls = {}
-    for regs in (0, 1):
-      cfg = dataclasses.replace(
-          MosaicConfig.default(head_dim, causal, kv_seqlen=t,
-                               dropout=dropout > 0),
-          backward=dataclasses.replace(MosaicBackwardConfig.default(
-              head_dim, causal, dropout > 0), dq_rows_in_registers=regs))
-      p = params_lib.KernelParams(spec=spec, scale=head_dim ** -0.5,
-                                  forward="mosaic", config=cfg,
-                                  dropout_rate=dropout, interpret=interpret)
-      out, lse = jax.jit(lambda q, k, v, p=p: mf.forward(q, k, v, arrays, p)
-                         )(q, k, v)
-      f = jax.jit(lambda q, k, v, o, l, d, p=p: mb.backward(
+    fwd_cfg = MosaicConfig.default(head_dim, causal, kv_seqlen=t,
+                                   dropout=dropout > 0)
+
+    def params(regs):
+      bwd_cfg = dataclasses.replace(MosaicBackwardConfig.default(
+          head_dim, causal, dropout > 0), dq_rows_in_registers=regs)
+      return params_lib.KernelParams(
+          spec=spec, scale=head_dim ** -0.5, forward="mosaic",
+          config=dataclasses.replace(fwd_cfg, backward=bwd_cfg),
+          dropout_rate=dropout, interpret=interpret)
+
+    def backward(regs):  # jitted, traced (the launch is looked up then)
+      p = params(regs)
+      f = jax.jit(lambda q, k, v, o, l, d: mb.backward(
           q, k, v, arrays, o, l, d, p))
-      jax.block_until_ready(f(q, k, v, out, lse, do))  # traced unpatched
-      calls[f"whole regs={regs}"] = (f, (q, k, v, out, lse, do))
+      jax.block_until_ready(f(*args))
+      return f, args
+
+    # The residuals once: the forward does not depend on the backward config.
+    out, lse = jax.jit(lambda q, k, v: mf.forward(q, k, v, arrays, params(0))
+                       )(q, k, v)
+    args = (q, k, v, out, lse, do)
+    calls = {f"whole regs={regs}": backward(regs) for regs in (0, 1)}
     real_launch = mb._launch
     mb._launch = _without_dq(real_launch)
-    try:  # (the launch is looked up when the call is traced)
-      g = jax.jit(lambda q, k, v, o, l, d, p=p: mb.backward(
-          q, k, v, arrays, o, l, d, p))
-      jax.block_until_ready(g(q, k, v, out, lse, do))
-      calls["dK/dV only"] = (g, (q, k, v, out, lse, do))
+    try:
+      calls["dK/dV only"] = backward(1)
     finally:
       mb._launch = real_launch
     res = time_interleaved(calls, reps, sample_s)
