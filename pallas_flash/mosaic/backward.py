@@ -239,6 +239,7 @@ class _RowTile:
       w = lax.axis_index("wg")  # (traced even where the role branch is not)
       self.all = [[(ref.at[w], bar.at[w])] for ref, bar in zip(smems, bars)]
       own = [blocks[0] for blocks in self.all]
+    self.regs = {}  # row tile i -> its registers (``wait``)
     self.smems = [smem for smem, _ in own]
     self._own_bars = [bar for _, bar in own]
     self.width = self.smems[0].shape[-1]
@@ -277,7 +278,6 @@ class _RowTile:
     for tile in self.all:
       for _, bar in tile:
         plgpu.barrier_wait(bar)
-    self.regs = {}
     if not interpret:
       for i in range(in_registers):
         self.regs[i] = plgpu.load(self.all[i][0][0], layout=_WGMMA)
