@@ -5,7 +5,9 @@ bf16) times, in one process on the same inputs and in interleaved bursts
 (``benchmarks.timing.time_interleaved``), the forward alone and forward +
 backward of: ours (``implementation="mosaic"``: Mosaic forward and, for head
 dims <= 128, the Mosaic backward; plus each ``--variant`` of the backward
-config), ours with the Pallas-Triton kernels (``implementation="triton"``),
+config; a field only the forward config has, or one written ``fwd.``, as
+``fwd.consumers=3``, goes to the forward's), ours with the Pallas-Triton
+kernels (``implementation="triton"``),
 cuDNN (``jax.nn.dot_product_attention``; also as ``cudnn det``, compiled with
 ``xla_gpu_deterministic_ops=True``, cuDNN's deterministic backward, the
 guarantee our default gives) and tokamax's Mosaic kernels when importable.
@@ -62,6 +64,17 @@ def alibi_slopes(n):
   return 2.0 ** (-8.0 * jnp.arange(1, n + 1, dtype=jnp.float32) / n)
 
 
+_BWD_FIELDS = {f.name for f in dataclasses.fields(MosaicBackwardConfig)}
+
+
+def split_variant(v):
+  """A --variant's fields -> (forward config's, backward config's): a field
+  of the backward config goes there unless written ``fwd.``."""
+  fwd = {k.removeprefix("fwd."): x for k, x in v.items()
+         if k.startswith("fwd.") or k not in _BWD_FIELDS}
+  return fwd, {k: x for k, x in v.items() if k in _BWD_FIELDS}
+
+
 def cell_impls(h, t, causal, variants, n, alibi, dropout=0.0):
   """{name: f(q, k, v) -> out}: ours (default and variants), triton, cuDNN,
   tokamax; with ``alibi`` also ours and triton with ALiBi; with ``dropout``
@@ -81,11 +94,12 @@ def cell_impls(h, t, causal, variants, n, alibi, dropout=0.0):
   fwd_cfg = MosaicConfig.default(h, causal, kv_seqlen=t,
                                  dropout=dropout > 0.0)
   for v in variants:
+    fwd_v, bwd_v = split_variant(v)
     bwd = dataclasses.replace(
-        MosaicBackwardConfig.default(h, causal, dropout > 0.0), **v)
+        MosaicBackwardConfig.default(h, causal, dropout > 0.0), **bwd_v)
     name = "ours[" + ",".join(f"{k}={x}" for k, x in v.items()) + "]"
-    impls[name] = _ours(causal, "mosaic",
-                        dataclasses.replace(fwd_cfg, backward=bwd), **drop)
+    impls[name] = _ours(causal, "mosaic", dataclasses.replace(
+        fwd_cfg, **fwd_v, backward=bwd), **drop)
   impls["triton"] = _ours(causal, "triton")
   impls["cudnn"] = lambda q, k, v: jax.nn.dot_product_attention(
       q, k, v, is_causal=causal, implementation="cudnn")

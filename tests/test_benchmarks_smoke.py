@@ -124,6 +124,13 @@ def test_long_cell_checks_tail_rows(tmp_path):
   assert 0 < r["err_bwd_parts"]["dq"] < run.BWD_TOL[r["workload"]["dtype"]]
 
 
+def test_bwd_bench_variant_fields_go_to_their_config():
+  fwd, bwd = bwd_bench.split_variant(bwd_bench.parse_variant(
+      "overlap_softmax=False,fwd.consumers=3,consumers=2,block_q_dkv=128"))
+  assert fwd == {"overlap_softmax": False, "consumers": 3}
+  assert bwd == {"consumers": 2, "block_q_dkv": 128}
+
+
 def test_bwd_bench_only_keeps_variant_names_whole():
   assert bwd_bench.parse_only("ours,cudnn det,ours[a=1,b=2],ours[c=3]") == (
       "ours", "cudnn det", "ours[a=1,b=2]", "ours[c=3]")
