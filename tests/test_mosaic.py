@@ -562,6 +562,11 @@ BACKWARD = [
     B("bwd 3 consumers both kernels segments lengths dropout", b=2, t=200,
       s=256, segments=True, kv_lengths=(256, 90), dropout=0.2,
       config=MosaicBackwardConfig(consumers=3, block_kv_dq=128)),
+    # Staggered consumers; batch row 1 has no queries, so its CTAs have no
+    # steps and consumer 1 must not wait for consumer 0's first one.
+    B("bwd stagger consumers causal lengths 3 stages", b=2, t=200, s=256,
+      n=2, k=1, causal=True, q_lengths=(200, 0), kv_lengths=(256, 100),
+      config=MosaicBackwardConfig(stagger_consumers=True, num_stages=3)),
 ]
 
 SLOW_BACKWARD = [
@@ -663,6 +668,15 @@ SLOW_BACKWARD = [
     B("bwd 3 consumers both kernels d64 dense mask soft-cap", b=2, t=700,
       s=1000, n=2, k=2, dense_mask="full_empty_row", soft_cap=20.0,
       config=MosaicBackwardConfig(consumers=3)),
+    B("bwd stagger consumers S2k d128 gqa lengths", b=2, t=2048, s=2048,
+      n=8, k=2, h=128, kv_lengths=(2048, 700), q_lengths=(2048, 0),
+      config=MosaicBackwardConfig(stagger_consumers=True)),
+    B("bwd stagger consumers 3 stages causal d128 dropout", b=2, t=1000,
+      s=1024, n=4, k=2, h=128, causal=True, dropout=0.1,
+      config=MosaicBackwardConfig(stagger_consumers=True, num_stages=3)),
+    B("bwd stagger 3 consumers (dQ kernel) d128 causal", b=2, t=1024,
+      s=1024, n=4, k=4, h=128, causal=True,
+      config=MosaicBackwardConfig(stagger_consumers=True, dq_consumers=3)),
 ]
 
 
@@ -858,6 +872,10 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (128, True, MosaicBackwardConfig(dq_rows_in_registers=1), "dropout"),
     (64, True, MosaicBackwardConfig(dq_rows_in_registers=2, block_kv_dq=128),
      "alibi soft-cap"),
+    (128, False, MosaicBackwardConfig(stagger_consumers=True, num_stages=3),
+     None),
+    (128, True, MosaicBackwardConfig(stagger_consumers=True, dq_consumers=3),
+     "dropout"),
 ]
 
 

@@ -193,6 +193,24 @@ def _accumulate(accs, products, interpret: bool):
   return pl.run_state(body)(tuple(plgpu.ACC.init(a) for a in accs))
 
 
+def _stagger(sync, cfg: MosaicBackwardConfig, w, i, total=None):
+  """``cfg.stagger_consumers``: consumer w > 0 starts its first step once
+  consumer w - 1's first score GEMMs are done (call with ``total``, the
+  CTA's step count, before the loop), and consumer w < C - 1 lets w + 1
+  go there (call with ``i``, the step, right after its score GEMMs).  The
+  consumers then run half a step apart: one's score GEMMs under the
+  other's softmax, as FA3's ping-pong (Sec. 3.1) does in the forward with
+  a barrier per step; here once, the ring keeping the offset afterwards.
+  The backward takes no turns, so the turn barriers are free for it."""
+  if not cfg.stagger_consumers or cfg.one_kernel or cfg.split_head_dim:
+    return
+  c = cfg.consumers
+  if total is not None:
+    pl.when(jnp.logical_and(w > 0, total > 0))(sync.take_turn)
+  else:
+    pl.when(jnp.logical_and(w < c - 1, i == 0))(sync.pass_turn)
+
+
 def _logits2(s, scale: float, cap: float | None):
   """Scores -> base-2 logits (scale, soft-cap, x log2 e) and the soft-cap's
   tanh (None without a cap), whose derivative dS picks up."""
@@ -713,6 +731,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         p_th, dp = _scores(((kv.products(0, q_smem), s_init),
                             (kv.products(1, do_smem), dp_init)), interpret,
                            on_first=probs, n_first=1 if cap is None else 2)
+        _stagger(sync, cfg, w, i)
       elif w == 0:  # S^T here, dP^T - delta from consumer 1
         (s,) = _scores(((kv.products(0, q_smem), s_init),), interpret)
         p_th = probs(s)
@@ -789,6 +808,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                            alibi_tiles)
 
     carry = (zeros, zeros, *((jnp.int32(0),) * 2 if fused else ()))
+    _stagger(sync, cfg, w, None, total=group * n_steps)
     if group == 1:
       dk, dv, *last = head(0, carry)
     else:
@@ -926,6 +946,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         p_th, dp = _scores(((qo.products(0, k_smem), s_init_j),
                             (qo.products(1, v_smem), dp_init)), interpret,
                            on_first=probs, n_first=1 if cap is None else 2)
+        _stagger(sync, cfg, w, j)
       elif w == 0:  # S here, dP - delta from consumer 1
         (s,) = _scores(((qo.products(0, k_smem), s_init_j),), interpret)
       else:  # dP - delta to consumer 0; dS back from it
@@ -960,6 +981,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     alibi_tiles = (fwd.alibi_split(q_base, q_base + bq - 1, item.offset, bk,
                                    True)
                    if fold and not spec.is_causal else None)
+    _stagger(sync, cfg, w, None, total=item.n_steps)
     dq = fwd.run_steps(item, step, dq, alibi_tiles)
     # -- epilogue: Q is no longer read (every wgmma was awaited;
     # split_head_dim: by any consumer)

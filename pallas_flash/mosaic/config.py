@@ -252,6 +252,9 @@ class MosaicBackwardConfig:
       costs 32 registers per thread at d128 and takes a [block_q_dq, H]
       operand off the shared-memory reads of every step.
     masked_first: visit the tiles that need an element-wise mask first.
+    stagger_consumers: the two-kernel form's consumer w > 0 waits, once,
+      for consumer w - 1's first score GEMMs before its own, so the
+      consumers run half a step apart (``backward._stagger``).
     fused: one kernel (five GEMMs per step instead of seven, as FA3's
       backward): the dK/dV kernel also computes each step's dQ share
       (each consumer a column block of the CTA's share, or a row block
@@ -280,6 +283,7 @@ class MosaicBackwardConfig:
   dq_consumers: int | None = None  # None: consumers
   dq_rows_in_registers: int = 0
   masked_first: bool = True
+  stagger_consumers: bool = False
   deterministic: bool = True
   split_head_dim: bool = False
   fused: bool = False
