@@ -567,6 +567,10 @@ BACKWARD = [
     B("bwd stagger consumers causal lengths 3 stages", b=2, t=200, s=256,
       n=2, k=1, causal=True, q_lengths=(200, 0), kv_lengths=(256, 100),
       config=MosaicBackwardConfig(stagger_consumers=True, num_stages=3)),
+    B("bwd stagger fused fixed point causal lengths", b=2, t=150, s=200,
+      n=2, k=1, causal=True, q_lengths=(150, 0),
+      config=MosaicBackwardConfig(stagger_consumers=True, fused=True,
+                                  block_q_dkv=128, block_kv_dq=128)),
 ]
 
 SLOW_BACKWARD = [
@@ -674,6 +678,13 @@ SLOW_BACKWARD = [
     B("bwd stagger consumers 3 stages causal d128 dropout", b=2, t=1000,
       s=1024, n=4, k=2, h=128, causal=True, dropout=0.1,
       config=MosaicBackwardConfig(stagger_consumers=True, num_stages=3)),
+    B("bwd stagger fused fixed point d64 causal lengths", b=2, t=1000,
+      s=1024, n=4, k=2, causal=True, q_lengths=(1000, 0),
+      config=MosaicBackwardConfig(stagger_consumers=True, fused=True,
+                                  block_q_dkv=128, block_kv_dq=128)),
+    B("bwd stagger fused f32 dQ d128 gqa", b=2, t=1000, s=1100, n=4, k=2,
+      h=128, config=MosaicBackwardConfig(stagger_consumers=True,
+                                         deterministic=False)),
     B("bwd stagger 3 consumers (dQ kernel) d128 causal", b=2, t=1024,
       s=1024, n=4, k=4, h=128, causal=True,
       config=MosaicBackwardConfig(stagger_consumers=True, dq_consumers=3)),
@@ -876,6 +887,10 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
      None),
     (128, True, MosaicBackwardConfig(stagger_consumers=True, dq_consumers=3),
      "dropout"),
+    (64, True, MosaicBackwardConfig(stagger_consumers=True, fused=True,
+                                    block_q_dkv=128, block_kv_dq=128), None),
+    (128, False, MosaicBackwardConfig(stagger_consumers=True,
+                                      deterministic=False), "alibi"),
 ]
 
 

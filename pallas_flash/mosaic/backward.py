@@ -201,8 +201,10 @@ def _stagger(sync, cfg: MosaicBackwardConfig, w, i, total=None):
   consumers then run half a step apart: one's score GEMMs under the
   other's softmax, as FA3's ping-pong (Sec. 3.1) does in the forward with
   a barrier per step; here once, the ring keeping the offset afterwards.
-  The backward takes no turns, so the turn barriers are free for it."""
-  if not cfg.stagger_consumers or cfg.one_kernel or cfg.split_head_dim:
+  The backward takes no turns, so the turn barriers are free for it.  In
+  the fused kernel the dQ share's one-step lag (``_DsTiles``) lets the
+  consumers run apart as well."""
+  if not cfg.stagger_consumers or cfg.split_head_dim:
     return
   c = cfg.consumers
   if total is not None:

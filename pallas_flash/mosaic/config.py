@@ -252,7 +252,7 @@ class MosaicBackwardConfig:
       costs 32 registers per thread at d128 and takes a [block_q_dq, H]
       operand off the shared-memory reads of every step.
     masked_first: visit the tiles that need an element-wise mask first.
-    stagger_consumers: the two-kernel form's consumer w > 0 waits, once,
+    stagger_consumers: each kernel's consumer w > 0 waits, once,
       for consumer w - 1's first score GEMMs before its own, so the
       consumers run half a step apart (``backward._stagger``).
     fused: one kernel (five GEMMs per step instead of seven, as FA3's
