@@ -290,9 +290,12 @@ def test_config_default_d128_dropout_turns_the_softmax_overlap_off():
 
 def test_backward_config_default_d128_holds_q_in_registers_without_dropout():
   for causal in (False, True):
-    assert MosaicBackwardConfig.default(128, causal).dq_rows_in_registers == 1
-    assert MosaicBackwardConfig.default(
-        128, causal, dropout=True).dq_rows_in_registers == 0
+    plain = MosaicBackwardConfig.default(128, causal)
+    drop = MosaicBackwardConfig.default(128, causal, dropout=True)
+    assert plain.dq_rows_in_registers == 1 and plain.stagger_consumers
+    assert drop.dq_rows_in_registers == 0 and not drop.stagger_consumers
+  for h in (64, 256):
+    assert not MosaicBackwardConfig.default(h, False).stagger_consumers
   assert MosaicBackwardConfig.default(256, False).dq_rows_in_registers == 0
   with pytest.raises(ValueError, match="dq_rows_in_registers=3"):
     MosaicBackwardConfig(dq_rows_in_registers=3)

@@ -254,7 +254,8 @@ class MosaicBackwardConfig:
     masked_first: visit the tiles that need an element-wise mask first.
     stagger_consumers: each kernel's consumer w > 0 waits, once,
       for consumer w - 1's first score GEMMs before its own, so the
-      consumers run half a step apart (``backward._stagger``).
+      consumers run half a step apart (``backward._stagger``).  The d128
+      default without dropout.
     fused: one kernel (five GEMMs per step instead of seven, as FA3's
       backward): the dK/dV kernel also computes each step's dQ share
       (each consumer a column block of the CTA's share, or a row block
@@ -414,6 +415,14 @@ class MosaicBackwardConfig:
       450 vs 428 / 384 / 444 / 439 (S4k N, S4k C, S16k N, S16k C: level
       within noise); run 59: with dropout 1-11% slower, d64 two kernels
       with three consumers about half the fused default.
+    * d128 without dropout: ``stagger_consumers`` (consumer 1 starts once
+      consumer 0's first score GEMMs are done; gradients bitwise the same).
+      H100, 2026-11-24, runs 96 / 97 / 100, backward TFLOP/s against the
+      default of the same process: S16k C +2.5 / +3.1 / +2.9%, S16k N +2.6
+      / +0.5 / +2.1%, S4k N +3.2 / +0.3%, S4k C +2.1 / -2.4%, S128k C
+      +0.9% (run 100).  With dropout it moved -5 to +4% (run 97): not taken
+      there.  In the fused kernel: d64's default level (run 98: -2.4 to
+      +1.4%), d128's fixed point -3 / +2%, its f32 adds +6 / +2%.
     """
     del causal
     if head_dim <= 64 and dropout:
@@ -422,4 +431,6 @@ class MosaicBackwardConfig:
       return cls(block_q_dkv=128, block_kv_dq=128, fused=True)
     if head_dim > 128:
       return cls(split_head_dim=True)
-    return cls(dq_rows_in_registers=0 if dropout else 1)
+    if dropout:
+      return cls()
+    return cls(dq_rows_in_registers=1, stagger_consumers=True)
