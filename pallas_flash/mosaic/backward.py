@@ -193,24 +193,29 @@ def _accumulate(accs, products, interpret: bool):
   return pl.run_state(body)(tuple(plgpu.ACC.init(a) for a in accs))
 
 
-def _stagger(sync, cfg: MosaicBackwardConfig, w, i, total=None):
+class _Stagger:
   """``cfg.stagger_consumers``: consumer w > 0 starts its first step once
-  consumer w - 1's first score GEMMs are done (call with ``total``, the
-  CTA's step count, before the loop), and consumer w < C - 1 lets w + 1
-  go there (call with ``i``, the step, right after its score GEMMs).  The
-  consumers then run half a step apart: one's score GEMMs under the
-  other's softmax, as FA3's ping-pong (Sec. 3.1) does in the forward with
-  a barrier per step; here once, the ring keeping the offset afterwards.
-  The backward takes no turns, so the turn barriers are free for it.  In
-  the fused kernel the dQ share's one-step lag (``_DsTiles``) lets the
-  consumers run apart as well."""
-  if not cfg.stagger_consumers or cfg.split_head_dim:
-    return
-  c = cfg.consumers
-  if total is not None:
-    pl.when(jnp.logical_and(w > 0, total > 0))(sync.take_turn)
-  else:
-    pl.when(jnp.logical_and(w < c - 1, i == 0))(sync.pass_turn)
+  consumer w - 1's first score GEMMs are done, so the consumers run half a
+  step apart: one's score GEMMs under the other's softmax, as FA3's
+  ping-pong (Sec. 3.1) does in the forward with a barrier per step; here
+  once, the ring keeping the offset afterwards.  The backward takes no
+  turns, so the turn barriers are free for it.  In the fused kernel the dQ
+  share's one-step lag (``_DsTiles``) lets the consumers run apart too."""
+
+  def __init__(self, sync, cfg: MosaicBackwardConfig, w):
+    self.sync, self.w, self.c = sync, w, cfg.consumers
+    self.on = cfg.stagger_consumers and not cfg.split_head_dim
+
+  def wait(self, total):
+    """Before the loop of ``total`` steps (none: nothing to wait for)."""
+    if self.on:
+      pl.when(jnp.logical_and(self.w > 0, total > 0))(self.sync.take_turn)
+
+  def go(self, i):
+    """Right after step i's score GEMMs: at step 0, let w + 1 start."""
+    if self.on:
+      pl.when(jnp.logical_and(self.w < self.c - 1, i == 0))(
+          self.sync.pass_turn)
 
 
 def _logits2(s, scale: float, cap: float | None):
@@ -629,6 +634,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   n_steps = item.n_steps  # query tiles per query head
 
   def _consumer(w):
+    stagger = _Stagger(sync, cfg, w)
     kv = _RowTile(cfg, w, (k_smems, v_smems), (k_bars, v_bars), kt, bk,
                   lambda rows: (b, rows, kvh))
     kv_base = kv.first
@@ -733,7 +739,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         p_th, dp = _scores(((kv.products(0, q_smem), s_init),
                             (kv.products(1, do_smem), dp_init)), interpret,
                            on_first=probs, n_first=1 if cap is None else 2)
-        _stagger(sync, cfg, w, i)
+        stagger.go(i)
       elif w == 0:  # S^T here, dP^T - delta from consumer 1
         (s,) = _scores(((kv.products(0, q_smem), s_init),), interpret)
         p_th = probs(s)
@@ -810,7 +816,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                            alibi_tiles)
 
     carry = (zeros, zeros, *((jnp.int32(0),) * 2 if fused else ()))
-    _stagger(sync, cfg, w, None, total=group * n_steps)
+    stagger.wait(group * n_steps)
     if group == 1:
       dk, dv, *last = head(0, carry)
     else:
@@ -893,6 +899,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   item = fwd._Item(b, n, qt, tiles_ref, cfg.masked_first, lengths=True)
 
   def _consumer(w):
+    stagger = _Stagger(sync, cfg, w)
     qo = _RowTile(cfg, w, (q_smems, do_smems), (q_bars, do_bars), qt, bq,
                   lambda rows: (b, rows, n))
     q_base = qo.first
@@ -948,7 +955,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         p_th, dp = _scores(((qo.products(0, k_smem), s_init_j),
                             (qo.products(1, v_smem), dp_init)), interpret,
                            on_first=probs, n_first=1 if cap is None else 2)
-        _stagger(sync, cfg, w, j)
+        stagger.go(j)
       elif w == 0:  # S here, dP - delta from consumer 1
         (s,) = _scores(((qo.products(0, k_smem), s_init_j),), interpret)
       else:  # dP - delta to consumer 0; dS back from it
@@ -983,7 +990,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     alibi_tiles = (fwd.alibi_split(q_base, q_base + bq - 1, item.offset, bk,
                                    True)
                    if fold and not spec.is_causal else None)
-    _stagger(sync, cfg, w, None, total=item.n_steps)
+    stagger.wait(item.n_steps)
     dq = fwd.run_steps(item, step, dq, alibi_tiles)
     # -- epilogue: Q is no longer read (every wgmma was awaited;
     # split_head_dim: by any consumer)

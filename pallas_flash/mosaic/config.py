@@ -254,7 +254,7 @@ class MosaicBackwardConfig:
     masked_first: visit the tiles that need an element-wise mask first.
     stagger_consumers: each kernel's consumer w > 0 waits, once,
       for consumer w - 1's first score GEMMs before its own, so the
-      consumers run half a step apart (``backward._stagger``).  The d128
+      consumers run half a step apart (``backward._Stagger``).  The d128
       default without dropout.
     fused: one kernel (five GEMMs per step instead of seven, as FA3's
       backward): the dK/dV kernel also computes each step's dQ share
