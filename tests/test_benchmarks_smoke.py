@@ -151,3 +151,17 @@ def test_bwd_split_times_both_kernels_on_cpu():
   assert [r[:2] for r in rows] == [("0.0625k-C", 0), ("0.0625k-C", 1)]
   for _, _, whole, kv, _, *rates in rows:
     assert whole > 0 and kv > 0 and rates[0] > 0 and rates[1] > 0
+
+
+def test_mosaic_modules_lists_each_kernel_without_locations():
+  """benchmarks.mosaic_modules (a refactor's kernel check) finds the d64
+  default's forward and fused backward kernels, and their texts carry no
+  source locations, so only kernel changes change them."""
+  from benchmarks import mosaic_modules
+  mods = mosaic_modules.kernel_modules(
+      mosaic_modules.lower_cell(64, True, 0.0, b=1, t=256))
+  names = [name for name, _ in mods]
+  assert names == ["pallas_flash_mosaic_fwd_mosaic_gpu",
+                   "pallas_flash_mosaic_dkdv_mosaic_gpu"], names
+  for _, text in mods:
+    assert "loc(" not in text and "mosaic_gpu" in text
