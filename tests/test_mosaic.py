@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from benchmarks import mosaic_modules
 from cases import Case, check_forward, check_gradients
 from pallas_flash import masks
 from pallas_flash.mosaic import backward as mosaic_backward
@@ -913,49 +914,25 @@ def test_backward_lowers_for_cuda(monkeypatch, h, causal, config, extra):
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["dense", "causal"])
-def test_public_path_lowers_for_cuda(monkeypatch, causal):
+def test_public_path_lowers_for_cuda(causal):
   """The whole default Hopper path, lowered for CUDA on any machine: dispatch
   (implementation=None), custom_vjp, the custom_partitioning of sharding.py,
   the Mosaic forward and the Mosaic backward (GQA 4/2, d64 (the fused
   kernel), d128 and d256, which takes the split_head_dim backward)."""
-  import pallas_flash as pf
-  from pallas_flash import api
-  monkeypatch.setattr(api, "_on_gpu", lambda: True)
-  monkeypatch.setattr(api, "_is_hopper", lambda: True)
-  monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
-  monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
   for h in (64, 128, 256):
-    q = jax.ShapeDtypeStruct((2, 1000, 4, h), jnp.bfloat16)
-    kv = jax.ShapeDtypeStruct((2, 1000, 2, h), jnp.bfloat16)
-    loss = lambda q, k, v: pf.flash_attention(
-        q, k, v, is_causal=causal).astype(jnp.float32).sum()
-    lowered = jax.jit(jax.grad(loss, (0, 1, 2))).trace(q, kv, kv).lower(
-        lowering_platforms=("cuda",))
-    text = lowered.as_text()
+    text = mosaic_modules.lower_cell(h, causal, 0.0)
     for kernel in ("pallas_flash_mosaic_fwd", "pallas_flash_mosaic_dkdv"):
       assert kernel in text, (h, kernel)
     # d64: one fused kernel (fixed-point dQ adds); else a dQ kernel too
     assert ("pallas_flash_mosaic_dq" in text) == (h != 64), h
 
 
-def test_public_path_with_dropout_lowers_for_cuda(monkeypatch):
+def test_public_path_with_dropout_lowers_for_cuda():
   """With dropout the default Hopper path stays on the Mosaic kernels (the
   forward, the dK/dV and dQ kernels at d64 and d128: two kernels at d64
   too), none of the Triton ones."""
-  import pallas_flash as pf
-  from pallas_flash import api
-  monkeypatch.setattr(api, "_on_gpu", lambda: True)
-  monkeypatch.setattr(api, "_is_hopper", lambda: True)
-  monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
-  monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
   for h in (64, 128):
-    q = jax.ShapeDtypeStruct((2, 1000, 4, h), jnp.bfloat16)
-    kv = jax.ShapeDtypeStruct((2, 1000, 2, h), jnp.bfloat16)
-    loss = lambda q, k, v: pf.flash_attention(
-        q, k, v, is_causal=True, dropout_rate=0.1,
-        dropout_rng=jax.random.key(0)).astype(jnp.float32).sum()
-    text = jax.jit(jax.grad(loss, (0, 1, 2))).trace(q, kv, kv).lower(
-        lowering_platforms=("cuda",)).as_text()
+    text = mosaic_modules.lower_cell(h, True, 0.1)
     for kernel in ("pallas_flash_mosaic_fwd", "pallas_flash_mosaic_dkdv",
                    "pallas_flash_mosaic_dq"):
       assert kernel in text, (h, kernel)
