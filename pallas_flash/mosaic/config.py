@@ -156,6 +156,13 @@ class MosaicConfig:
     overlap stays: 627 / 647 / 579 vs 591 / 617 / 543).  Again with the
     paired keep bits (run 75, 2026-11-24): 516 vs 455, 488 vs 429 (S4k N /
     C), 525 vs 464 (S16k C).  Not measured at d256, which keeps it.
+
+    dropout at d128 causal with q_seqlen and kv_seqlen >= 32768: three
+    consumers, not persistent (no softmax overlap, as above).  H100,
+    2026-11-24, run 106 (forward / fwd+bwd TFLOP/s with dropout 0.1, three
+    against two consumers, one process): S32k 556 / 417 vs 489 / 411, S128k
+    584 / 446 vs 526 / 436; S16k 517 / 402 vs 489 / 410 and S8k 436 / 382
+    vs 502 / 379 (fwd+bwd level or lower: not taken).
     """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
     cfg = _TABLE[key]
@@ -171,6 +178,9 @@ class MosaicConfig:
       cfg = dataclasses.replace(cfg, overlap_softmax=False, persistent=False)
     if dropout and key[0] == 128:
       cfg = dataclasses.replace(cfg, overlap_softmax=False)
+    if (dropout and key == (128, True)
+        and min(q_seqlen or kv_seqlen, kv_seqlen) >= 32768):
+      cfg = dataclasses.replace(cfg, consumers=3, persistent=False)
     return cfg
 
 
