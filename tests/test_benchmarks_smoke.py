@@ -4,6 +4,7 @@ import dataclasses
 import json
 
 import jax
+import pytest
 
 from benchmarks import bwd_bench, run, workloads
 
@@ -165,3 +166,41 @@ def test_mosaic_modules_lists_each_kernel_without_locations():
                    "pallas_flash_mosaic_dkdv_mosaic_gpu"], names
   for _, text in mods:
     assert "loc(" not in text and "mosaic_gpu" in text
+
+
+def test_ptxas_report_reads_spills_and_serialized_wgmmas(monkeypatch):
+  """benchmarks.ptxas_report attributes ptxas's lines to their cell and
+  kernel (its warnings come before the kernel's 'Compiling entry' line, its
+  register count after), flags C7512 (wgmmas serialized) and refuses to run
+  without a GPU."""
+  from benchmarks import ptxas_report
+  fn = "pallas_flash_mosaic_{}_mosaic_gpu_kernel"
+  text = "\n".join([
+      "==== cell d128 S16k N alibi",
+      "ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async "
+      "instructions are serialized due to insufficient register resources "
+      f"for the function '{fn.format('fwd')}'",
+      "ptxas warning : Registers are spilled to local memory in function "
+      f"'{fn.format('fwd')}', 520 bytes spill stores, 628 bytes spill loads",
+      f"ptxas info    : Compiling entry function '{fn.format('fwd')}' for "
+      "'sm_90a'",
+      "    336 bytes stack frame, 520 bytes spill stores, 628 bytes spill loads",
+      "ptxas info    : Used 128 registers, used 16 barriers",
+      f"ptxas info    : Compiling entry function '{fn.format('dkdv')}' for "
+      "'sm_90a'",
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads",
+      "ptxas info    : Used 168 registers, used 16 barriers",
+      "==== cell d64 S4k C plain",
+      f"ptxas info    : Compiling entry function '{fn.format('fwd')}' for "
+      "'sm_90a'",
+      "ptxas info    : Used 168 registers, used 16 barriers"])
+  rows = ptxas_report.parse(text)
+  assert [(r["cell"], r["kernel"], r["registers"], r["spill_stores"],
+           r["spill_loads"], r["serialized"]) for r in rows] == [
+      ("d128 S16k N alibi", "pallas_flash_mosaic_fwd", 128, 520, 628, True),
+      ("d128 S16k N alibi", "pallas_flash_mosaic_dkdv", 168, 0, 0, False),
+      ("d64 S4k C plain", "pallas_flash_mosaic_fwd", 168, 0, 0, False)]
+  assert "**yes**" in ptxas_report.table(rows)
+  monkeypatch.setattr(ptxas_report.jax, "default_backend", lambda: "cpu")
+  with pytest.raises(SystemExit, match="needs a GPU"):
+    ptxas_report.main([])
