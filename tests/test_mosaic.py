@@ -305,6 +305,11 @@ def test_config_default_d128_causal_long_dropout_takes_three_consumers():
     cfg = MosaicConfig.default(128, True, kv_seqlen=s, q_seqlen=t,
                                dropout=dropout)
     assert cfg.consumers == 2 and cfg.persistent, (t, s, dropout)
+  for other in (dict(alibi=True), dict(window=True),
+                dict(every_tile_masked=True)):
+    cfg = MosaicConfig.default(128, True, kv_seqlen=32768, q_seqlen=32768,
+                               dropout=True, **other)
+    assert cfg.consumers == 2, other
 
 
 def test_backward_config_default_d128_holds_q_in_registers_without_dropout():

@@ -162,7 +162,9 @@ class MosaicConfig:
     2026-11-24, run 106 (forward / fwd+bwd TFLOP/s with dropout 0.1, three
     against two consumers, one process): S32k 556 / 417 vs 489 / 411, S128k
     584 / 446 vs 526 / 436; S16k 517 / 402 vs 489 / 410 and S8k 436 / 382
-    vs 502 / 379 (fwd+bwd level or lower: not taken).
+    vs 502 / 379 (fwd+bwd level or lower: not taken).  Not with ALiBi
+    (three consumers serialize its wgmmas, ptxas note C7512, run 112), a
+    window or every tile masked, as for the non-causal rule above.
     """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
     cfg = _TABLE[key]
@@ -179,7 +181,8 @@ class MosaicConfig:
     if dropout and key[0] == 128:
       cfg = dataclasses.replace(cfg, overlap_softmax=False)
     if (dropout and key == (128, True)
-        and min(q_seqlen or kv_seqlen, kv_seqlen) >= 32768):
+        and min(q_seqlen or kv_seqlen, kv_seqlen) >= 32768
+        and not (alibi or window or every_tile_masked)):
       cfg = dataclasses.replace(cfg, consumers=3, persistent=False)
     return cfg
 
