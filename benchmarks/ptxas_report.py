@@ -47,6 +47,12 @@ def cell(h: int, t: int, causal: bool, feature: str) -> Workload:
                   **FEATURES[feature])
 
 
+def cell_of(spec: str) -> Workload:
+  """``cell`` of a command-line spec 'H,T,C|N,feature'."""
+  h, t, causal, feature = spec.split(",")
+  return cell(int(h), int(t), causal == "C", feature)
+
+
 def compile_cell(w: Workload):
   q, k, v, kw = w.inputs(0)
   loss = lambda q, k, v: pf.flash_attention(
@@ -56,9 +62,10 @@ def compile_cell(w: Workload):
 
 def parse(text: str) -> list[dict]:
   """Rows {cell, kernel, registers, spill_stores, spill_loads, serialized}
-  from the output of ``main``'s compiles, each after its cell's marker.  Each kernel is its own ptxas
-  run: its warnings name it (and come before its 'Compiling entry function'
-  line), its 'Used N registers' line follows that line."""
+  from the output of ``main``'s compiles, each after its cell's marker.
+  Each kernel is its own ptxas run: its warnings name it (and come before
+  its 'Compiling entry function' line), its 'Used N registers' line follows
+  that line."""
   rows, name, current = {}, None, None
 
   def row(kernel):
@@ -110,18 +117,16 @@ def main(argv=None):
   if jax.default_backend() != "gpu":
     sys.exit("ptxas_report needs a GPU (ptxas runs when Mosaic GPU compiles)")
   if args.one:  # a child: compile one cell; ptxas prints to this process
-    h, t, causal, feature = args.one.split(",")
-    compile_cell(cell(int(h), int(t), causal == "C", feature))
+    compile_cell(cell_of(args.one))
     return
   specs = [f"{h},{t},{c},{f}" for h in args.head_dims.split(",")
            for t in args.seqlens.split(",") for c in "NC"
            for f in args.features.split(",")]
 
   def child(spec):  # each cell in its own process: its ptxas lines alone
-    h, t, c, f = spec.split(",")
     run = subprocess.run([sys.executable, "-m", "benchmarks.ptxas_report",
                           "--one", spec], capture_output=True, text=True)
-    name = cell(int(h), int(t), c == "C", f).name
+    name = cell_of(spec).name
     return name, run.returncode, f"{_MARK}{name}\n{run.stdout}\n{run.stderr}\n"
 
   with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:

@@ -172,17 +172,18 @@ class MosaicConfig:
       cfg = dataclasses.replace(cfg, block_kv=256)
     if key == (64, False) and kv_seqlen >= 16384:
       cfg = dataclasses.replace(cfg, block_kv=128, consumers=3)
-    if (key == (128, False) and min(q_seqlen or kv_seqlen, kv_seqlen) >= 16384
-        and not (alibi or window or every_tile_masked)):
+    # d128's three-consumer rules (below): the shorter sequence decides, and
+    # ALiBi, a window or every tile masked keep two consumers
+    shorter = min(q_seqlen or kv_seqlen, kv_seqlen)
+    three_fit = not (alibi or window or every_tile_masked)
+    if key == (128, False) and shorter >= 16384 and three_fit:
       cfg = dataclasses.replace(cfg, consumers=3, persistent=False,
                                 overlap_softmax=False)
     if every_tile_masked:
       cfg = dataclasses.replace(cfg, overlap_softmax=False, persistent=False)
     if dropout and key[0] == 128:
       cfg = dataclasses.replace(cfg, overlap_softmax=False)
-    if (dropout and key == (128, True)
-        and min(q_seqlen or kv_seqlen, kv_seqlen) >= 32768
-        and not (alibi or window or every_tile_masked)):
+    if dropout and key == (128, True) and shorter >= 32768 and three_fit:
       cfg = dataclasses.replace(cfg, consumers=3, persistent=False)
     return cfg
 
