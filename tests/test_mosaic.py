@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -598,6 +599,19 @@ BACKWARD = [
       n=2, k=1, causal=True, q_lengths=(150, 0),
       config=MosaicBackwardConfig(stagger_consumers=True, fused=True,
                                   block_q_dkv=128, block_kv_dq=128)),
+    # Persistent dK/dV kernel (3 CTAs in interpret mode, more items than
+    # CTAs): the Q / dO ring, the stagger and the fused kernel's dQ share
+    # run across items; a batch row with no queries gives items of no steps.
+    B("bwd persistent stagger gqa causal lengths", b=2, n=2, k=1, t=200,
+      s=256, causal=True, q_lengths=(200, 0), kv_lengths=(256, 100),
+      config=MosaicBackwardConfig(persistent=True, stagger_consumers=True)),
+    B("bwd persistent fused fixed point causal ragged", b=2, t=150, s=300,
+      causal=True, bottom_right=True, q_lengths=(150, 90),
+      config=MosaicBackwardConfig(persistent=True, fused=True,
+                                  block_q_dkv=128, block_kv_dq=128)),
+    B("bwd persistent split head dim d128 dropout", n=2, k=1, h=128, t=64,
+      s=200, dropout=0.2, config=MosaicBackwardConfig(
+          persistent=True, split_head_dim=True)),
 ]
 
 SLOW_BACKWARD = [
@@ -715,6 +729,18 @@ SLOW_BACKWARD = [
     B("bwd stagger 3 consumers (dQ kernel) d128 causal", b=2, t=1024,
       s=1024, n=4, k=4, h=128, causal=True,
       config=MosaicBackwardConfig(stagger_consumers=True, dq_consumers=3)),
+    # Persistent dK/dV kernel with more items than SMs (2 x 8 x 24 of 128
+    # keys), ragged causal work, GQA.
+    B("bwd persistent d128 causal gqa ragged", b=2, t=3000, s=3000, n=8,
+      k=4, h=128, causal=True, q_lengths=(3000, 1700),
+      config=MosaicBackwardConfig(persistent=True, stagger_consumers=True,
+                                  dq_rows_in_registers=1)),
+    B("bwd persistent fused d64 causal", b=2, t=2048, s=2048, n=8, k=8,
+      causal=True, config=MosaicBackwardConfig(
+          persistent=True, fused=True, block_q_dkv=128, block_kv_dq=128)),
+    B("bwd persistent fused d64 dropout", b=2, t=1024, s=1024, n=8, k=8,
+      dropout=0.1, config=MosaicBackwardConfig(
+          persistent=True, fused=True, block_q_dkv=128, block_kv_dq=128)),
 ]
 
 
@@ -842,6 +868,26 @@ def test_backward_head_dim_256_needs_split_head_dim():
     mosaic_backward.check_supported(_params(config=no_split), q, q, q)
 
 
+def test_persistent_backward_takes_two_kv_sets_where_they_fit():
+  """Two K / V sets (the next item's loaded during this one) for the d64 and
+  d128 defaults, dropout's key ring included in the budget; one with
+  split_head_dim or without ``persistent``."""
+  for h, causal, dropout in itertools.product((64, 128), (False, True),
+                                              (False, True)):
+    cfg = dataclasses.replace(
+        MosaicBackwardConfig.default(h, causal, dropout), persistent=True)
+    assert cfg.kv_buffers(h) == 2, (h, causal, dropout, cfg)
+    keys = cfg.num_stages * 2 * cfg.block_q_dkv * 4
+    assert cfg.smem_bytes(h) + keys <= 227 * 1024, (h, cfg)
+  split = dataclasses.replace(MosaicBackwardConfig.default(256, True),
+                              persistent=True)
+  assert split.kv_buffers(256) == 1
+  assert MosaicBackwardConfig.default(64, True).kv_buffers(64) == 1
+  # d128 fused does not fit a second set: one, within the budget
+  fused = MosaicBackwardConfig(fused=True, persistent=True)
+  assert fused.kv_buffers(128) == 1 and fused.smem_bytes(128) <= 227 * 1024
+
+
 def test_bad_backward_config():
   with pytest.raises(ValueError, match="block_kv_dkv"):
     MosaicBackwardConfig(block_kv_dkv=128)
@@ -918,6 +964,13 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
                                     block_q_dkv=128, block_kv_dq=128), None),
     (128, False, MosaicBackwardConfig(stagger_consumers=True,
                                       deterministic=False), "alibi"),
+    (128, True, MosaicBackwardConfig(persistent=True, stagger_consumers=True,
+                                     dq_rows_in_registers=1), None),
+    (64, True, MosaicBackwardConfig(persistent=True, fused=True,
+                                    block_q_dkv=128, block_kv_dq=128),
+     "dropout"),
+    (256, False, MosaicBackwardConfig(persistent=True, split_head_dim=True),
+     "alibi"),
 ]
 
 

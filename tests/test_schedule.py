@@ -15,23 +15,36 @@ def _causal_work(b, n, t, rows=128, bk=128, groups=1):
   coords = schedule.decode(np.arange(b * n * qt), order)
   _, _, q = schedule.item_of(coords, order, qt, longest_first=True)
   spec = masks.MaskSpec(is_causal=True)
-  return schedule.q_tile_steps(spec, t, t, rows, bk, qt)[q]
+  return schedule.tile_steps(spec, t, t, rows, bk, qt)[q]
 
 
-def test_q_tile_steps_follow_the_mask():
+def test_tile_steps_follow_the_mask():
   causal = masks.MaskSpec(is_causal=True)
   np.testing.assert_array_equal(
-      schedule.q_tile_steps(causal, 512, 512, 128, 128, 4), [1, 2, 3, 4])
+      schedule.tile_steps(causal, 512, 512, 128, 128, 4), [1, 2, 3, 4])
   # Bottom-right alignment: 200 queries see the last 200 of 1000 keys.
   br = masks.MaskSpec(is_causal=True, bottom_right=True)
   np.testing.assert_array_equal(
-      schedule.q_tile_steps(br, 200, 1000, 128, 128, 2), [8, 8])
+      schedule.tile_steps(br, 200, 1000, 128, 128, 2), [8, 8])
   window = masks.MaskSpec(is_causal=True, window=(128, 0))
   np.testing.assert_array_equal(
-      schedule.q_tile_steps(window, 512, 512, 128, 128, 4), [1, 2, 2, 2])
+      schedule.tile_steps(window, 512, 512, 128, 128, 4), [1, 2, 2, 2])
   plain = masks.MaskSpec()
   np.testing.assert_array_equal(
-      schedule.q_tile_steps(plain, 300, 333, 128, 64, 3), [6, 6, 6])
+      schedule.tile_steps(plain, 300, 333, 128, 64, 3), [6, 6, 6])
+  # kv-major (the dK/dV kernel's items): q tiles of 64 rows per kv tile.
+  np.testing.assert_array_equal(
+      schedule.tile_steps(causal, 512, 512, 128, 64, 4, kv_major=True),
+      [8, 6, 4, 2])
+  np.testing.assert_array_equal(
+      schedule.tile_steps(br, 200, 1000, 256, 64, 4, kv_major=True),
+      [4, 4, 4, 4])
+  np.testing.assert_array_equal(
+      schedule.tile_steps(window, 512, 512, 128, 128, 4, kv_major=True),
+      [2, 2, 2, 1])
+  np.testing.assert_array_equal(
+      schedule.tile_steps(plain, 300, 333, 64, 128, 6, kv_major=True),
+      [3] * 6)
 
 
 def test_list_schedule_runs_every_item_once_in_launch_order():

@@ -54,9 +54,11 @@ from jax import lax
 import jax.experimental.pallas as pl
 import jax.experimental.pallas.mosaic_gpu as plgpu
 import jax.numpy as jnp
+import numpy as np
 
 from pallas_flash import masks
 from pallas_flash.mosaic import forward as fwd
+from pallas_flash.mosaic import schedule
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 from pallas_flash.params import KernelParams
 
@@ -206,10 +208,11 @@ class _Stagger:
     self.sync, self.w, self.c = sync, w, cfg.consumers
     self.on = cfg.stagger_consumers and not cfg.split_head_dim
 
-  def wait(self, total):
-    """Before the loop of ``total`` steps (none: nothing to wait for)."""
+  def wait(self, i):
+    """Before step i's score GEMMs (i: the CTA's step, over all its items):
+    at step 0, wait for w - 1's ``go``."""
     if self.on:
-      pl.when(jnp.logical_and(self.w > 0, total > 0))(self.sync.take_turn)
+      pl.when(jnp.logical_and(self.w > 0, i == 0))(self.sync.take_turn)
 
   def go(self, i):
     """Right after step i's score GEMMs: at step 0, let w + 1 start."""
@@ -241,14 +244,15 @@ class _RowTile:
   kernel: Q and dO), as consumer ``w`` sees them.
 
   Without ``split_head_dim``: consumer w's own [block, H] tile, one of a
-  [C, block, H] array (w traced).  With it: one [block, H] tile shared by
+  [buffers * C, block, H] array (w traced; set ``buf`` of the persistent
+  dK/dV kernel's two, ``MosaicBackwardConfig.kv_buffers``, at buf * C).  With it: one [block, H] tile shared by
   all consumers, held as C column blocks [block, H / C] (separate
   allocations, w static); consumer w loads block w, reads all of them in
   the score GEMMs, and owns columns w * H / C .. of the gradients.
   """
 
   def __init__(self, cfg: MosaicBackwardConfig, w, smems, bars, item_tile,
-               block: int, index):
+               block: int, index, buf=0):
     """``item_tile``: the CTA's tile along the rows; ``index(rows)``: the
     HBM index (b, rows, head) of rows ``rows``."""
     self.split = cfg.split_head_dim
@@ -262,7 +266,9 @@ class _RowTile:
       own = [blocks[w] for blocks in self.all]
     else:  # this consumer's own tile only
       w = lax.axis_index("wg")  # (traced even where the role branch is not)
-      self.all = [[(ref.at[w], bar.at[w])] for ref, bar in zip(smems, bars)]
+      tile = buf * cfg.consumers + w
+      self.all = [[(ref.at[tile], bar.at[tile])]
+                  for ref, bar in zip(smems, bars)]
       own = [blocks[0] for blocks in self.all]
     self.regs = {}  # row tile i -> its registers (``wait``)
     self.smems = [smem for smem, _ in own]
@@ -271,7 +277,8 @@ class _RowTile:
     self.cols = pl.ds(w * self.width, self.width) if self.split else None
 
   @staticmethod
-  def allocate(cfg: MosaicBackwardConfig, rows: int, head_dim: int, dtype):
+  def allocate(cfg: MosaicBackwardConfig, rows: int, head_dim: int, dtype,
+               buffers: int = 1):
     """(smem, barriers) for ``pl.run_scoped``: two arrays of row tiles."""
     c = cfg.consumers
     if cfg.split_head_dim:
@@ -279,8 +286,9 @@ class _RowTile:
                    for _ in range(c))
       bars = tuple(plgpu.Barrier() for _ in range(c))
     else:
-      smem = plgpu.SMEM((c, rows, head_dim), dtype, transforms=_TILED)
-      bars = plgpu.Barrier(num_barriers=c)
+      smem = plgpu.SMEM((buffers * c, rows, head_dim), dtype,
+                        transforms=_TILED)
+      bars = plgpu.Barrier(num_barriers=buffers * c)
     return (smem, smem), (bars, bars)
 
   def narrow(self, x):
@@ -433,14 +441,16 @@ class _DsTiles:
     plgpu.commit_smem()  # read by wgmma (the async proxy)
     self._bar("arrive", self.w, parity, False)
 
-  def operands(self, parity, bk: int, rows, cols, k_smems, stored=True):
-    """(A, B) of dQ[rows, cols] = dS K[:, cols] over the CTA's keys, once
-    the others' rows of buffer ``parity`` are stored (where ``stored``:
-    step 0 has no previous step to wait for)."""
+  def operands(self, parity, bk: int, rows, cols, k_smems, k_base,
+               stored=True):
+    """(A, B) of dQ[rows, cols] = dS K[:, cols] over the CTA's keys (the K
+    tiles k_smems[k_base + o] of consumers o), once the others' rows of
+    buffer ``parity`` are stored (where ``stored``: step 0 has no previous
+    step to wait for)."""
     for o in self.others:
       pl.when(stored)(lambda o=o: self._bar("sync", o, parity, False))
     return [(self.ref.at[parity, pl.ds(o * bk, bk), rows].transpose((1, 0)),
-             k_smems.at[o, :, cols]) for o in range(self.c)]
+             k_smems.at[k_base + o, :, cols]) for o in range(self.c)]
 
   def release(self, parity):
     """This consumer's dQ GEMM has read the others' rows of buffer parity."""
@@ -521,12 +531,16 @@ def _store_rows(acc, smem, dst, dtype):
 
 
 def _launch(kernel, name, operands, out_type, order, consumers: int,
-            smem, barriers, interpret: bool):
+            smem, barriers, interpret: bool, num_ctas: int = 0):
+  """A grid of ``order`` ((axis name, size), the last axis fastest), or
+  with ``num_ctas`` one "cta" axis of that many (persistent)."""
   def body(*refs):
     pl.run_scoped(functools.partial(kernel, *refs), smem, barriers,
                   collective_axes="wg")
 
   body.__name__ = name
+  if num_ctas:
+    order = (("cta", num_ctas),)
   return plgpu.kernel(
       body,
       out_type=out_type,
@@ -594,9 +608,14 @@ def _interpret_barriers(cfg: MosaicBackwardConfig):
 def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                  *refs, spec: masks.MaskSpec, scale: float,
                  cap: float | None, cfg: MosaicBackwardConfig, group: int,
-                 interpret: bool, alibi: bool, rate: float):
-  """One CTA: ``C * block_kv`` key rows of kv head ``heads``; loops over the
-  G query heads of the kv head, then the query tiles of the tile table.
+                 interpret: bool, alibi: bool, rate: float,
+                 order: tuple[tuple[str, int], ...], persistent: bool):
+  """A work item: ``C * block_kv`` key rows of kv head ``heads``; loops over
+  the G query heads of the kv head, then the query tiles of the tile table.
+  One item per CTA (a grid of ``order``), or with ``persistent`` the items
+  of the CTA's row of the schedule operand (``schedule.Items``): the Q / dO
+  ring runs on across items, so the producer loads the next item's first
+  tiles while the consumers store this one's dK / dV.
 
   ``cfg.one_kernel`` (FA3's backward, Sec. 3.1 of Shah et al.): one
   kernel, five GEMMs per step instead of the two kernels' seven.  Each
@@ -608,6 +627,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   it to dQ in HBM with TMA reduce-add.  The adds of different CTAs land in
   any order: as f32 (``deterministic=False``) dQ's bits can change run to
   run; as fixed-point int32 words (``to_fixed``) they cannot."""
+  sched_ref = None
+  if persistent:
+    sched_ref, *refs = refs
   q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
   drop = fwd.DropoutTiles.pop(refs, rate,
@@ -628,17 +650,46 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   c, stages = cfg.consumers, cfg.num_stages
   bq, bk = cfg.block_q_dkv, cfg.block_kv_dkv
   wg = lax.axis_index("wg")
-  b, kvh, kt = (lax.axis_index(a) for a in ("batch", "heads", "kv_tiles"))
   sync = fwd._Sync(wg, c, stages, interpret_bars if interpret else None)
-  item = fwd._Item(b, kvh, kt, tiles_ref, cfg.masked_first, lengths=True)
-  n_steps = item.n_steps  # query tiles per query head
+  items = schedule.Items(order, sched_ref)
+  kv_sets = k_smems.shape[0] // c if not cfg.split_head_dim else 1
+
+  def work_item(i, lengths: bool | None):
+    """(batch row, kv head, kv tile, its ``fwd._Item``) of the CTA's item i
+    (lengths=None: the coordinates only)."""
+    coords = items.coords(i)
+    b, kvh, kt = (coords[a] for a in ("batch", "heads", "kv_tiles"))
+    if lengths is None:
+      return b, kvh, kt
+    return b, kvh, kt, fwd._Item(b, kvh, kt, tiles_ref, cfg.masked_first,
+                                 lengths=lengths)
 
   def _consumer(w):
     stagger = _Stagger(sync, cfg, w)
-    kv = _RowTile(cfg, w, (k_smems, v_smems), (k_bars, v_bars), kt, bk,
-                  lambda rows: (b, rows, kvh))
+    items.run(functools.partial(_consumer_item, w, stagger))
+    plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # smem free: exit
+
+  def row_tile(w, coords, buf):
+    """Consumer w's K / V tiles of the item at ``coords`` in set ``buf``."""
+    b, kvh, kt = coords
+    return _RowTile(cfg, w, (k_smems, v_smems), (k_bars, v_bars), kt, bk,
+                    lambda rows: (b, rows, kvh), buf)
+
+  def _consumer_item(w, stagger, idx, g0):
+    """The CTA's item idx; its step i is step g0 + i of the CTA's Q / dO
+    ring.  Every barrier of the item's own (``_DsTiles``, ``_Exchange``) is
+    back where it started when it returns.  With two K / V sets, item idx
+    uses set idx % 2, loaded during item idx - 1."""
+    b, kvh, kt, item = work_item(idx, lengths=True)
+    n_steps = item.n_steps  # query tiles per query head
+    buf = lax.rem(idx, kv_sets) if kv_sets > 1 else 0
+    k_base = buf * c  # the set's first K tile
+    kv = row_tile(w, (b, kvh, kt), buf)
     kv_base = kv.first
-    kv.load(k_ref, v_ref)
+    if kv_sets == 1:
+      kv.load(k_ref, v_ref)
+    else:
+      pl.when(idx == 0)(lambda: kv.load(k_ref, v_ref))
     if spec.has_segments:
       kv_seg = segment_ids(kv_seg_ref, b, pl.ds(kv_base, bk), (bk, bq), 0)
     if drop is not None:  # the keys of the CTA's rows: its columns' keys
@@ -684,14 +735,21 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
           plgpu.copy_smem_to_gmem(dq_smem, dq_ref.at[b, rows, head, dq_cols],
                                   reduction_op="add")
     kv.wait()
+    if kv_sets > 1:  # -- the next item's K and V, into the other set
+      @pl.when(idx + 1 < items.count)
+      def _():
+        # the other set's last dK / dV stores (item idx - 1) have read it
+        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+        row_tile(w, work_item(idx + 1, lengths=None), 1 - buf).load(k_ref,
+                                                                     v_ref)
 
     def iota(dim):
       return plgpu.broadcasted_iota(jnp.int32, (bk, bq), dim, layout=_WGMMA)
 
     def step(j, carry, *, g, masked: bool, side=None):
       dk, dv, *prev = carry  # fused: (query tile, head) of step i - 1
-      i = g * n_steps + j  # the CTA's step
-      slot = lax.rem(i, stages)
+      i = g * n_steps + j  # the item's step
+      slot = lax.rem(g0 + i, stages)  # (the ring's step g0 + i)
       n = kvh * group + g
       qt = item.tile_of(j)
       q_rows = pl.ds(qt * bq, bq)
@@ -703,6 +761,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       q_smem, do_smem = q_smems.at[slot], do_smems.at[slot]
       plgpu.barrier_wait(q_bars.at[slot])
       plgpu.barrier_wait(do_bars.at[slot])
+      stagger.wait(g0 + i)
       # -- S^T = K Q^T and dP^T - delta = V dO^T - delta  [bk, bq]
       has_s = xchg is None or w == 0  # (else consumer 1: no S^T here)
       s_fold = fold and has_s
@@ -739,7 +798,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         p_th, dp = _scores(((kv.products(0, q_smem), s_init),
                             (kv.products(1, do_smem), dp_init)), interpret,
                            on_first=probs, n_first=1 if cap is None else 2)
-        stagger.go(i)
+        stagger.go(g0 + i)
       elif w == 0:  # S^T here, dP^T - delta from consumer 1
         (s,) = _scores(((kv.products(0, q_smem), s_init),), interpret)
         p_th = probs(s)
@@ -776,7 +835,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       def dq_share():  # step i - 1's, issued behind dV and dK (step 0: a
         # product of an unwritten buffer, never added)
         return ds_tiles.operands(1 - parity, bk, dq_rows, dq_cols, k_smems,
-                                 stored=i >= 1)
+                                 k_base, stored=i >= 1)
 
       products = (lambda: [(p_pv.astype(dtype), kv.narrow(do_smem))], ds_t)
       if xchg is not None:
@@ -816,7 +875,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                            alibi_tiles)
 
     carry = (zeros, zeros, *((jnp.int32(0),) * 2 if fused else ()))
-    stagger.wait(group * n_steps)
     if group == 1:
       dk, dv, *last = head(0, carry)
     else:
@@ -828,7 +886,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       def _():
         parity = lax.rem(total - 1, 2)
         (part,) = _accumulate((dq_zeros,), (lambda: ds_tiles.operands(
-            parity, bk, dq_rows, dq_cols, k_smems),), interpret)
+            parity, bk, dq_rows, dq_cols, k_smems, k_base),), interpret)
         add_dq(part, last, fixed_scale(last))
         ds_tiles.drain(total)
     # -- epilogue: K and V are no longer read (every wgmma was awaited;
@@ -840,29 +898,36 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     r = 1.0 / (1.0 - rate)  # dropout's scale (1 without)
     kv.store(0, dk * (scale * r), dk_ref, dtype)
     kv.store(1, dv * r if rate > 0.0 else dv, dv_ref, dtype)
-    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+    if persistent and kv_sets == 1:  # the next item's K and V land here
+      plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+    return g0 + group * n_steps
 
   def _producer():
-    total = group * n_steps
+    total = items.run(_producer_item)
 
-    @pl.loop(0, total)
+    # Drain: no barrier is left mid-phase when the CTA exits.
+    @pl.loop(jnp.maximum(0, total - stages), total)
+    def _(i):
+      sync.await_release(0, lax.rem(i, stages))
+
+  def _producer_item(idx, g0):
+    b, kvh, _, item = work_item(idx, lengths=False)
+    n_steps = item.n_steps
+
+    @pl.loop(0, group * n_steps)
     def _(i):
       g = lax.div(i, n_steps)
-      slot = lax.rem(i, stages)
+      slot = lax.rem(g0 + i, stages)
       rows = (b, pl.ds(item.tile_of(i - g * n_steps) * bq, bq),
               kvh * group + g)
-      pl.when(i >= stages)(lambda: sync.await_release(0, slot))
+      pl.when(g0 + i >= stages)(lambda: sync.await_release(0, slot))
       plgpu.copy_gmem_to_smem(q_ref.at[rows], q_smems.at[slot],
                               q_bars.at[slot])
       plgpu.copy_gmem_to_smem(do_ref.at[rows], do_smems.at[slot],
                               do_bars.at[slot])
       if drop is not None:  # the query rows' dropout keys (r_i, m_i)
         drop.copy_rows(b, rows[2], rows[1], key_smem, key_bars, slot)
-
-    # Drain: no barrier is left mid-phase when the CTA exits.
-    @pl.loop(jnp.maximum(0, total - stages), total)
-    def _(i):
-      sync.await_release(0, lax.rem(i, stages))
+    return g0 + group * n_steps
 
   _by_role(wg, cfg, _producer, _consumer)
 
@@ -937,6 +1002,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                                 scale, cap)[0] + k_init
       plgpu.barrier_wait(k_bars.at[slot])
       plgpu.barrier_wait(v_bars.at[slot])
+      stagger.wait(j)
 
       def probs(s):  # -> (P, the soft-cap's tanh?)  (Alg. 2 line 11)
         x, th, lse2 = logits(s)
@@ -990,7 +1056,6 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     alibi_tiles = (fwd.alibi_split(q_base, q_base + bq - 1, item.offset, bk,
                                    True)
                    if fold and not spec.is_causal else None)
-    stagger.wait(item.n_steps)
     dq = fwd.run_steps(item, step, dq, alibi_tiles)
     # -- epilogue: Q is no longer read (every wgmma was awaited;
     # split_head_dim: by any consumer)
@@ -1080,11 +1145,22 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   kv_table = table(kv_tiles, tp // cfg.block_q_dkv, rows_kv,
                    cfg.block_q_dkv, kv_major=True)
   bq, bk = cfg.block_q_dkv, cfg.block_kv_dkv
-  kv_smem, kv_bars = _RowTile.allocate(cfg, bk, hp, k.dtype)
+  kv_smem, kv_bars = _RowTile.allocate(cfg, bk, hp, k.dtype,
+                                      cfg.kv_buffers(hp, q.dtype.itemsize))
   smem = [*kv_smem,
           plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED),
           plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED)]
-  operands = [q, k, v, do, lse2, delta, kv_table, *mask_t]
+  order = (("heads", kh), ("kv_tiles", kv_tiles), ("batch", b))
+  num_items = kh * kv_tiles * b
+  num_ctas, sched = 0, []  # persistent: one CTA per SM, items scheduled
+  if cfg.persistent:
+    num_ctas = min(num_items, 3 if params.interpret else fwd._num_sms())
+    coords = schedule.decode(np.arange(num_items), order)
+    steps = schedule.tile_steps(spec, t, s, rows_kv, bq, kv_tiles,
+                                kv_major=True)
+    sched = [jnp.asarray(schedule.list_schedule(
+        group * steps[coords["kv_tiles"]], num_ctas))]
+  operands = [q, k, v, do, lse2, delta, kv_table, *sched, *mask_t]
   if cfg.split_head_dim:
     smem.append(_Exchange.allocate((bk, bq), q.dtype, with_p=True))
   if cfg.one_kernel:  # dS^T tiles; dQ pieces and dQ in HBM: f32 or the
@@ -1107,10 +1183,11 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     smem.append(plgpu.SMEM((stages, 2, bq), jnp.int32))
     key_ring = (plgpu.Barrier(num_arrivals=2, num_barriers=stages),)
   dk, dv = _launch(
-      functools.partial(_dkdv_kernel, **common),
+      functools.partial(_dkdv_kernel, order=order,
+                        persistent=bool(num_ctas), **common),
       "pallas_flash_mosaic_dkdv", operands,
       out_type=(jax.ShapeDtypeStruct((b, sp, kh, hp), k.dtype),) * 2,
-      order=(("heads", kh), ("kv_tiles", kv_tiles), ("batch", b)),
+      order=order, num_ctas=num_ctas,
       consumers=c, smem=tuple(smem),
       barriers=(*kv_bars,
                 plgpu.Barrier(num_barriers=stages),

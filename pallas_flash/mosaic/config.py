@@ -282,6 +282,13 @@ class MosaicBackwardConfig:
       summing every gradient in registers in a fixed order, or ``fused``
       with fixed-point adds).  False: the fused kernel with f32 adds, in
       an order that varies run to run.
+    persistent: the dK/dV kernel (fused or not) launches one CTA per SM,
+      each running the kv tiles that a trace-time list schedule gives it
+      (``schedule.py``, longest first where causal); the Q / dO ring runs
+      on across a CTA's items, so the next item's first tiles load while
+      the consumers store dK / dV (FA3 Sec. 3.1's persistent kernel), and
+      where two sets of K / V tiles fit (``kv_buffers``) the next item's K
+      and V load during this one.
     split_head_dim: the consumers of a CTA share one row tile (dK/dV: of K
       and V; dQ: of Q and dO) and each accumulates 1 / consumers of the head
       dim's columns, recomputing the score tiles (FA3's d256 answer to
@@ -302,6 +309,7 @@ class MosaicBackwardConfig:
   deterministic: bool = True
   split_head_dim: bool = False
   fused: bool = False
+  persistent: bool = False
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):
@@ -364,10 +372,25 @@ class MosaicBackwardConfig:
     return dataclasses.replace(self, consumers=self.dq_consumers
                                or self.consumers, dq_consumers=None)
 
+  def kv_buffers(self, head_dim: int, itemsize: int = 2) -> int:
+    """K / V tile sets of the dK/dV kernel: 2 where ``persistent`` (the next
+    item's tiles load while this one runs) and they fit in shared memory
+    (not with ``split_head_dim``), else 1."""
+    if not self.persistent or self.split_head_dim:
+      return 1
+    keys = self.num_stages * 2 * self.block_q_dkv * 4  # dropout's key ring
+    fits = self._smem_bytes(head_dim, itemsize, 2) + keys <= 227 * 1024
+    return 2 if fits else 1
+
   def smem_bytes(self, head_dim: int, itemsize: int = 2) -> int:
     """Shared memory of the larger of the two kernels."""
+    return self._smem_bytes(head_dim, itemsize,
+                            self.kv_buffers(head_dim, itemsize))
+
+  def _smem_bytes(self, head_dim: int, itemsize: int, kv_buffers: int):
     c, st = self.consumers, self.num_stages
-    dkdv = 2 * (self.row_tiles * self.block_kv_dkv + st * self.block_q_dkv)
+    dkdv = 2 * (kv_buffers * self.row_tiles * self.block_kv_dkv
+                + st * self.block_q_dkv)
     dq = 2 * (self.dq_kernel().row_tiles * self.block_q_dq
               + st * self.block_kv_dq)
     smem = max(dkdv, dq) * head_dim * itemsize + 1024

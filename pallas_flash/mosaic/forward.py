@@ -703,29 +703,13 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                  interpret_bars if interpret else None)
     last_wg = consumers - 1
 
-    if num_ctas:  # persistent: the CTA's row of the schedule
-      cta = lax.axis_index("cta")
-      num_items = sched_ref[cta, 0]
-    else:
-      num_items = 1
+    items = schedule.Items(order, sched_ref if num_ctas else None)
+    num_items = items.count
 
     def work_item(i, lengths: bool = True) -> _Item:
-      if num_ctas:
-        coords = schedule.decode(sched_ref[cta, 1 + i], order, lax.rem,
-                                 lax.div)
-      else:
-        coords = {name: lax.axis_index(name) for name, _ in order}
-      b, n, qt = schedule.item_of(coords, order, num_q_tiles, longest_first)
+      b, n, qt = schedule.item_of(items.coords(i), order, num_q_tiles,
+                                  longest_first)
       return _Item(b, n, qt, tiles_ref, masked_first, lengths)
-
-    def for_each_item(body):
-      """body(item index, ring steps so far) -> ring steps so far; step g of
-      the CTA's whole sequence uses K/V ring slot g % num_stages."""
-      if num_ctas:
-        return lax.fori_loop(0, num_items, body, jnp.int32(0))
-      # A Python 0: a jnp constant closed over by the step loops would reach
-      # the Mosaic GPU loop lowering as a literal operand, which it rejects.
-      return body(0, 0)
 
     @pl.when(wg < consumers)
     def _consumer():
@@ -1025,7 +1009,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[b, n, pl.ds(q_base, bq)])
         return g0 + n_steps
 
-      for_each_item(run_item)
+      items.run(run_item)
       plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # smem free: exit
 
     @pl.when(wg == consumers)
@@ -1040,7 +1024,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       if drop is not None else None)
         return g0 + item.n_steps
 
-      steps = for_each_item(run_item)
+      steps = items.run(run_item)
 
       # Drain: match the consumers' release of the last slots, so that no
       # barrier is left mid-phase when the CTA exits.
@@ -1228,7 +1212,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   if num_ctas:  # each CTA's items (schedule.py), work from the masks
     _, _, qt = schedule.item_of(schedule.decode(np.arange(num_items), order),
                                 order, num_q_tiles, spec.is_causal)
-    steps = schedule.q_tile_steps(spec, t, s, rows, bk, num_q_tiles)
+    steps = schedule.tile_steps(spec, t, s, rows, bk, num_q_tiles)
     operands.insert(4, jnp.asarray(
         schedule.list_schedule(steps[qt], num_ctas)))
   kernel = functools.partial(

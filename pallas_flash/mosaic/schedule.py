@@ -1,18 +1,21 @@
-"""Static schedule of the persistent Mosaic GPU forward.
+"""Static schedule of the persistent Mosaic GPU kernels.
 
-``MosaicConfig.persistent`` launches one CTA per SM (FA3, Shah et al. 2024,
-Sec. 3.1, persistent kernel).  Which CTA runs which work item (the q tiles of
-one (batch, head), ``forward._Item``) is decided here, at trace time, by list
-scheduling: the items, taken in the launch order, each go to the CTA with
-the least work so far (with the items sorted longest first this is Graham's
-LPT rule).  Each CTA runs its items in the order they were given to it, so
-CTAs work on neighbouring items of the launch order at the same time, and a
-launch order that keeps a few heads together keeps their K/V in L2.
+``MosaicConfig.persistent`` (the forward) and
+``MosaicBackwardConfig.persistent`` (the dK/dV kernel) launch one CTA per
+SM (FA3, Shah et al. 2024, Sec. 3.1, persistent kernel).  Which CTA runs
+which work item (forward: the q tiles of one (batch, head),
+``forward._Item``; dK/dV: the kv tiles of one (batch, kv head)) is decided
+here, at trace time, by list scheduling: the items, taken in the launch
+order, each go to the CTA with the least work so far (with the items sorted
+longest first this is Graham's LPT rule).  Each CTA runs its items in the
+order they were given to it (``Items``), so CTAs work on neighbouring items
+of the launch order at the same time, and a launch order that keeps a few
+heads together keeps their K/V (forward) or Q/dO (dK/dV) in L2.
 
-An item's work is its number of kv tiles with full lengths (the
-``pallas_flash.masks`` bounds of the kernel's tile table) plus a fixed cost.
-Per-batch lengths, segment ids and dense masks are only known at run time;
-they change the balance, never the result.
+An item's work is its number of steps with full lengths (``tile_steps``:
+the ``pallas_flash.masks`` bounds of the kernel's tile table) plus a fixed
+cost.  Per-batch lengths, segment ids and dense masks are only known at run
+time; they change the balance, never the result.
 """
 from __future__ import annotations
 
@@ -20,29 +23,37 @@ import heapq
 import operator
 
 import jax
+from jax import lax
 import jax.numpy as jnp
 import numpy as np
 
 from pallas_flash import masks
 
-# Work of an item beyond its kv tiles, in kv tiles: Q load, epilogue, O store.
+# Work of an item beyond its steps, in steps: its row tiles' load, the
+# epilogue's stores.
 ITEM_COST = 1.0
 
 
-def q_tile_steps(spec: masks.MaskSpec, t: int, s: int, rows: int,
-                 block_kv: int, num_q_tiles: int) -> np.ndarray:
-  """[num_q_tiles] kv tiles visited by each q tile of ``rows`` rows when
-  q_len = t and kv_len = s (positional masks only)."""
+def tile_steps(spec: masks.MaskSpec, t: int, s: int, rows: int, block: int,
+               num_tiles: int, kv_major: bool = False) -> np.ndarray:
+  """[num_tiles] steps of each work item of ``rows`` rows when q_len = t and
+  kv_len = s (positional masks only): the kv tiles of ``block`` keys that a
+  q tile visits, or with ``kv_major`` (the dK/dV kernel's items) the q tiles
+  of ``block`` queries that a kv tile visits (``masks.q_bounds``, as
+  ``forward.tile_table``)."""
   with jax.ensure_compile_time_eval():
     q_len, kv_len = jnp.array([t], jnp.int32), jnp.array([s], jnp.int32)
     offset = masks.diagonal_offset(spec, q_len, kv_len)
-    q_start = jnp.arange(num_q_tiles, dtype=jnp.int32)[None, :] * rows
-    q_end = jnp.minimum(q_start + rows, t)
-    bounds = masks.kv_bounds(spec, q_start, q_end, kv_len[:, None],
-                             offset[:, None])
-    first, last, _, _ = masks.tile_range(*bounds, block_kv)
+    start = jnp.arange(num_tiles, dtype=jnp.int32)[None, :] * rows
+    if kv_major:
+      bounds = masks.q_bounds(spec, start, start + rows, q_len[:, None],
+                              kv_len[:, None], offset[:, None])
+    else:
+      bounds = masks.kv_bounds(spec, start, jnp.minimum(start + rows, t),
+                               kv_len[:, None], offset[:, None])
+    first, last, _, _ = masks.tile_range(*bounds, block)
     steps = np.asarray(last - first, np.int64)  # [1, 1] without causal
-    return np.broadcast_to(steps, (1, num_q_tiles))[0]
+    return np.broadcast_to(steps, (1, num_tiles))[0]
 
 
 def launch_order(b: int, n: int, num_q_tiles: int, heads_inner: bool,
@@ -89,6 +100,39 @@ def item_of(coords, order, num_q_tiles: int, longest_first: bool):
   if longest_first:
     qt = num_q_tiles - 1 - qt
   return coords["batch"], n, qt
+
+
+class Items:
+  """A kernel CTA's work items, in the launch ``order`` ((axis name, size),
+  the last axis fastest): without a schedule, the one item of the CTA's grid
+  coordinates (a grid of ``order``); with one (persistent: a grid of one
+  "cta" axis), the items of the CTA's row of the ``list_schedule`` table
+  ``sched_ref``, in its order."""
+
+  def __init__(self, order, sched_ref=None):
+    self.order, self.sched_ref = order, sched_ref
+    self.count = 1  # the CTA's items
+    if sched_ref is not None:
+      self.cta = lax.axis_index("cta")
+      self.count = sched_ref[self.cta, 0]
+
+  def coords(self, i):
+    """{axis name: coordinate} of the CTA's item i."""
+    if self.sched_ref is None:
+      return {name: lax.axis_index(name) for name, _ in self.order}
+    return decode(self.sched_ref[self.cta, 1 + i], self.order, lax.rem,
+                  lax.div)
+
+  def run(self, body):
+    """body(item index, ring steps before it) -> ring steps after it, over
+    the CTA's items in order (step g of the CTA's whole sequence uses ring
+    slot g % num_stages); returns the CTA's ring steps."""
+    if self.sched_ref is None:
+      # A Python 0: a jnp constant closed over by the step loops would
+      # reach the Mosaic GPU loop lowering as a literal operand, which it
+      # rejects.
+      return body(0, 0)
+    return lax.fori_loop(0, self.count, body, jnp.int32(0))
 
 
 def list_schedule(work: np.ndarray, num_ctas: int) -> np.ndarray:
