@@ -134,15 +134,39 @@ def alibi_linear(side, row_term, col_term):
   return -side * row_term, side * col_term
 
 
+def visible_span(spec: MaskSpec, pos, q_len, kv_len, offset,
+                 kv_major: bool = False):
+  """Causal / window / length part of the mask, per row: (lo, n) such that
+  query row ``pos`` sees keys lo .. lo + n - 1 (``kv_major``: key ``pos`` is
+  seen by query rows lo .. lo + n - 1); n = 0 where it sees (is seen by)
+  none.  Element-wise that is ``0 <= other - lo < n`` (``position_visible``):
+  a kernel computes (lo, n) once per row of a tile and then one unsigned
+  compare per element.  The kv-major form is the same rule solved for i."""
+  if kv_major:  # j = pos: i >= j - offset (causal), the window's two sides
+    lo, hi, own = jnp.zeros_like(pos), q_len, pos < kv_len
+    if spec.is_causal:
+      lo = jnp.maximum(lo, pos - offset)
+    if spec.window is not None:
+      left, right = spec.window
+      lo = jnp.maximum(lo, pos - offset - right)
+      hi = jnp.minimum(hi, pos - offset + left + 1)
+  else:  # i = pos: j <= i + offset (causal), the window's two sides
+    lo, hi, own = jnp.zeros_like(pos), kv_len, pos < q_len
+    if spec.is_causal:
+      hi = jnp.minimum(hi, pos + offset + 1)
+    if spec.window is not None:
+      left, right = spec.window
+      lo = jnp.maximum(lo, pos + offset - left)
+      hi = jnp.minimum(hi, pos + offset + right + 1)
+  return lo, jnp.where(own, jnp.maximum(hi - lo, 0), 0)
+
+
 def position_visible(spec: MaskSpec, q_pos, k_pos, q_len, kv_len, offset):
-  """Causal / window / length part of the mask, element-wise (broadcasts)."""
-  ok = (q_pos < q_len) & (k_pos < kv_len)
-  if spec.is_causal:
-    ok &= k_pos <= q_pos + offset
-  if spec.window is not None:
-    left, right = spec.window
-    ok &= (k_pos >= q_pos + offset - left) & (k_pos <= q_pos + offset + right)
-  return ok
+  """Causal / window / length part of the mask, element-wise (broadcasts):
+  the rules of the module docstring, as ``visible_span``'s ranges."""
+  lo, n = visible_span(spec, q_pos, q_len, kv_len, offset)
+  d = k_pos - lo
+  return (d >= 0) & (d < n)
 
 
 def segment_visible(q_seg, kv_seg):

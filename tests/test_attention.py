@@ -150,6 +150,30 @@ def test_diagonal_shift_matches_reference(impl: str):
     assert _rel(g, r) <= tol["grad"], (name, _rel(g, r))
 
 
+def test_visible_span_is_the_mask_rules_by_query_and_by_key():
+  """``masks.visible_span`` (per query row, and kv-major per key) and
+  ``position_visible`` against the module docstring's rules written out,
+  over causal / window / lengths / offsets, empty rows included."""
+  i = np.arange(40)[:, None]
+  j = np.arange(50)[None, :]
+  for causal in (False, True):
+    for window in (None, (3, 5), (0, 0), (7, 0)):
+      spec = masks.MaskSpec(is_causal=causal, window=window)
+      for q_len, kv_len, off in [(40, 50, 0), (17, 23, 6), (0, 50, 0),
+                                 (40, 0, 0), (40, 50, -9), (30, 50, 30)]:
+        rule = (i < q_len) & (j < kv_len)
+        if causal:
+          rule &= j <= i + off
+        if window is not None:
+          rule &= (i + off - window[0] <= j) & (j <= i + off + window[1])
+        got = masks.position_visible(spec, i, j, q_len, kv_len, off)
+        np.testing.assert_array_equal(got, rule)
+        lo, n = masks.visible_span(spec, j, q_len, kv_len, off,
+                                   kv_major=True)
+        np.testing.assert_array_equal((i - lo >= 0) & (i - lo < n), rule)
+        assert (np.asarray(n) >= 0).all()
+
+
 def test_backward_is_deterministic():
   q, k, v, kw = Case("det", t=97, s=97, n=4, k=1, causal=True, segments=True).inputs()
   f = jax.jit(jax.grad(lambda q, k, v: jnp.sum(

@@ -743,9 +743,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         row_tile(w, work_item(idx + 1, lengths=None), 1 - buf).load(k_ref,
                                                                      v_ref)
 
-    def iota(dim):
-      return plgpu.broadcasted_iota(jnp.int32, (bk, bq), dim, layout=_WGMMA)
-
     def step(j, carry, *, g, masked: bool, side=None):
       dk, dv, *prev = carry  # fused: (query tile, head) of step i - 1
       i = g * n_steps + j  # the item's step
@@ -787,8 +784,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
           if mask_ref is not None:  # a key-major copy of the dense mask
             dense = lambda: fwd.dense_tile(mask_ref, b, n,
                                            pl.ds(kv_base, bk), q_rows)
-          ok = fwd.tile_visible(spec, item, qt * bq + iota(1),
-                                kv_base + iota(0), segs, dense)
+          ok = fwd.tile_visible(spec, item, kv_base, qt * bq, (bk, bq),
+                                True, segs, dense)
           x = jnp.where(ok, x, masks.MASK_VALUE)
         # -- P^T (Alg. 2 line 11); lse2 = +inf on fully masked rows gives 0
         p = jnp.exp2(x if lse2_left is None else x - lse2_left)

@@ -309,14 +309,37 @@ def dense_tile(mask_ref, b, n, rows, cols):
   return mask_ref.at[mb, mn, rows, cols]
 
 
-def tile_visible(spec: masks.MaskSpec, item: _Item, q_pos, k_pos,
-                 segments=None, dense=None):
-  """Element-wise mask of one score tile, ``masks`` semantics: positions
-  (broadcast to the tile), then optionally ``segments()`` -> (q_seg, kv_seg)
-  broadcast to the tile and ``dense()`` -> the dense mask's tile ref
-  (``dense_tile``, read in the WGMMA layout), loaded only once needed."""
-  ok = masks.position_visible(spec, q_pos, k_pos, item.q_len, item.kv_len,
-                              item.offset)
+def tile_visible(spec: masks.MaskSpec, item: _Item, row_start, col_start,
+                 shape, kv_major: bool, segments=None, dense=None,
+                 per_row: bool = True):
+  """Element-wise mask of one [rows, cols] score tile, ``masks`` semantics:
+  rows from ``row_start`` are queries (keys with ``kv_major``: the dK/dV
+  kernel's key-major tiles), columns from ``col_start`` the other axis.
+  Positions, ``per_row``: per row the span (lo, n) of the columns it sees
+  (``masks.visible_span``, two values per thread), then per element one
+  unsigned compare, (col - lo) < n; else ``masks.position_visible`` on the
+  tile's positions (three compares per element).  Run 120 (H100, causal,
+  bitwise equal): per row the backward gains 2-9% (d64 S4k 9%) and the d64
+  forward 3-6%, the d128 forward loses 3-6%, so it keeps the compares.
+  Then optionally ``segments()`` -> (q_seg, kv_seg) broadcast to the tile
+  and ``dense()`` -> the dense mask's tile ref (``dense_tile``, read in the
+  WGMMA layout), loaded only once needed."""
+  iota = lambda dim: plgpu.broadcasted_iota(jnp.int32, shape, dim,
+                                            layout=_WGMMA)
+  if per_row:
+    rows = row_start + plgpu.broadcasted_iota(jnp.int32, shape[:1], 0,
+                                              layout=_ROW)
+    lo, n = masks.visible_span(spec, rows, item.q_len, item.kv_len,
+                               item.offset, kv_major)
+    bcast = lambda x: plgpu.layout_cast(lax.broadcast_in_dim(x, shape, [0]),
+                                        _WGMMA)
+    d = col_start + iota(1) - bcast(lo)
+    ok = d.astype(jnp.uint32) < bcast(n).astype(jnp.uint32)
+  else:
+    rows, cols = row_start + iota(0), col_start + iota(1)
+    q_pos, k_pos = (cols, rows) if kv_major else (rows, cols)
+    ok = masks.position_visible(spec, q_pos, k_pos, item.q_len, item.kv_len,
+                                item.offset)
   if segments is not None:
     ok = ok & masks.segment_visible(*segments())
   if dense is not None:
@@ -325,7 +348,8 @@ def tile_visible(spec: masks.MaskSpec, item: _Item, q_pos, k_pos,
 
 
 def query_tile_visible(spec: masks.MaskSpec, item: _Item, b, n, q_base, ki,
-                       shape, q_seg, kv_seg_ref, mask_ref):
+                       shape, q_seg, kv_seg_ref, mask_ref,
+                       per_row: bool = True):
   """``tile_visible`` of a query-major [block_q, block_kv] score tile: rows
   from q_base, keys of kv tile ki (the forward and the dQ kernel); q_seg is
   the rows' segment ids broadcast to the tile (``segment_ids``)."""
@@ -336,10 +360,8 @@ def query_tile_visible(spec: masks.MaskSpec, item: _Item, b, n, q_base, ki,
     segs = lambda: (q_seg, segment_ids(kv_seg_ref, b, k_rows(), shape, 1))
   if mask_ref is not None:
     dense = lambda: dense_tile(mask_ref, b, n, pl.ds(q_base, bq), k_rows())
-  iota = lambda dim: plgpu.broadcasted_iota(jnp.int32, shape, dim,
-                                            layout=_WGMMA)
-  return tile_visible(spec, item, q_base + iota(0), ki * bk + iota(1), segs,
-                      dense)
+  return tile_visible(spec, item, q_base, ki * bk, shape, False, segs, dense,
+                      per_row)
 
 
 class AlibiTile:
@@ -824,7 +846,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           if masked:
             ok = query_tile_visible(spec, item, b, n, q_base, ki, (bq, bk),
                                     q_seg if spec.has_segments else None,
-                                    kv_seg_ref, mask_ref)
+                                    kv_seg_ref, mask_ref,
+                                    per_row=head_dim <= 64)
             s = jnp.where(ok, s, _MASK)
           m_new, shift = max_and_shift(s.max(axis=1))
           return m_new, jnp.exp2(s - bcast(shift))
