@@ -320,7 +320,8 @@ def tile_visible(spec: masks.MaskSpec, item: _Item, row_start, col_start,
   unsigned compare, (col - lo) < n; else ``masks.position_visible`` on the
   tile's positions (three compares per element).  Run 120 (H100, causal,
   bitwise equal): per row the backward gains 2-9% (d64 S4k 9%) and the d64
-  forward 3-6%, the d128 forward loses 3-6%, so it keeps the compares.
+  forward 3-6%; the d128 forward loses 1.5-3% (run 124), so it keeps the
+  compares.
   Then optionally ``segments()`` -> (q_seg, kv_seg) broadcast to the tile
   and ``dense()`` -> the dense mask's tile ref (``dense_tile``, read in the
   WGMMA layout), loaded only once needed."""
