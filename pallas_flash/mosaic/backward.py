@@ -245,10 +245,11 @@ class _RowTile:
 
   Without ``split_head_dim``: consumer w's own [block, H] tile, one of a
   [buffers * C, block, H] array (w traced; set ``buf`` of the persistent
-  dK/dV kernel's two, ``MosaicBackwardConfig.kv_buffers``, at buf * C).  With it: one [block, H] tile shared by
-  all consumers, held as C column blocks [block, H / C] (separate
-  allocations, w static); consumer w loads block w, reads all of them in
-  the score GEMMs, and owns columns w * H / C .. of the gradients.
+  dK/dV kernel's two, ``MosaicBackwardConfig.kv_buffers``, from buf * C).
+  With it: one [block, H] tile shared by all consumers, held as C column
+  blocks [block, H / C] (separate allocations, w static); consumer w loads
+  block w, reads all of them in the score GEMMs, and owns columns
+  w * H / C .. of the gradients.
   """
 
   def __init__(self, cfg: MosaicBackwardConfig, w, smems, bars, item_tile,

@@ -3,14 +3,14 @@
 ``MosaicConfig.persistent`` (the forward) and
 ``MosaicBackwardConfig.persistent`` (the dK/dV kernel) launch one CTA per
 SM (FA3, Shah et al. 2024, Sec. 3.1, persistent kernel).  Which CTA runs
-which work item (forward: the q tiles of one (batch, head),
-``forward._Item``; dK/dV: the kv tiles of one (batch, kv head)) is decided
-here, at trace time, by list scheduling: the items, taken in the launch
-order, each go to the CTA with the least work so far (with the items sorted
-longest first this is Graham's LPT rule).  Each CTA runs its items in the
-order they were given to it (``Items``), so CTAs work on neighbouring items
-of the launch order at the same time, and a launch order that keeps a few
-heads together keeps their K/V (forward) or Q/dO (dK/dV) in L2.
+which work item (forward: a q tile of one (batch, head), ``forward._Item``;
+dK/dV: a kv tile of one (batch, kv head)) is decided here, at trace time,
+by list scheduling: the items, taken in the launch order, each go to the
+CTA with the least work so far (with the items sorted longest first this is
+Graham's LPT rule).  Each CTA runs its items in the order they were given
+to it (``Items``), so CTAs work on neighbouring items of the launch order
+at the same time, and a launch order that keeps a few heads together keeps
+their K/V (forward) or Q/dO (dK/dV) in L2.
 
 An item's work is its number of steps with full lengths (``tile_steps``:
 the ``pallas_flash.masks`` bounds of the kernel's tile table) plus a fixed
