@@ -655,13 +655,14 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   items = schedule.Items(order, sched_ref)
   kv_sets = k_smems.shape[0] // c if not cfg.split_head_dim else 1
 
-  def work_item(i, lengths: bool | None):
-    """(batch row, kv head, kv tile, its ``fwd._Item``) of the CTA's item i
-    (lengths=None: the coordinates only)."""
+  def item_coords(i):
+    """(batch row, kv head, kv tile) of the CTA's item i."""
     coords = items.coords(i)
-    b, kvh, kt = (coords[a] for a in ("batch", "heads", "kv_tiles"))
-    if lengths is None:
-      return b, kvh, kt
+    return tuple(coords[a] for a in ("batch", "heads", "kv_tiles"))
+
+  def work_item(i, lengths: bool):
+    """``item_coords`` of the CTA's item i and its ``fwd._Item``."""
+    b, kvh, kt = item_coords(i)
     return b, kvh, kt, fwd._Item(b, kvh, kt, tiles_ref, cfg.masked_first,
                                  lengths=lengths)
 
@@ -741,8 +742,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       def _():
         # the other set's last dK / dV stores (item idx - 1) have read it
         plgpu.wait_smem_to_gmem(0, wait_read_only=True)
-        row_tile(w, work_item(idx + 1, lengths=None), 1 - buf).load(k_ref,
-                                                                     v_ref)
+        row_tile(w, item_coords(idx + 1), 1 - buf).load(k_ref, v_ref)
 
     def step(j, carry, *, g, masked: bool, side=None):
       dk, dv, *prev = carry  # fused: (query tile, head) of step i - 1
