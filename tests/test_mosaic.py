@@ -984,7 +984,7 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (128, False, MosaicBackwardConfig(defer_dv=True, stagger_consumers=True,
                                       dq_rows_in_registers=1, num_stages=3),
      None),
-    (128, True, MosaicBackwardConfig(defer_dv=True, num_stages=4),
+    (128, True, MosaicBackwardConfig(defer_dv=True, num_stages=3),
      "dropout"),
     (64, True, MosaicBackwardConfig(defer_dv=True, num_stages=3),
      "alibi soft-cap"),

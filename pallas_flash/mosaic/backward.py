@@ -895,8 +895,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
           p_pv, dp = drop.select([(p, None), (dp, dp_init)], drop_rows,
                                  drop_cols, interpret)
         p_bufs.at[parity, w][...] = p_pv.astype(dtype)
+        ds = _ds(p, wait_dp() if dp is None else dp, th).astype(dtype)
+        p_bufs.at[2, w][...] = ds  # (dK(i - 1), its last reader, is done)
         plgpu.commit_smem()  # read by wgmma (the async proxy)
-        return _ds(p, wait_dp() if dp is None else dp, th).astype(dtype)
+        return p_bufs.at[2, w]
 
       if interpret:
         s, dp = _scores(((kv.products(0, q_smem), s_init),
@@ -1265,7 +1267,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     dq_acc = jax.new_ref(jnp.zeros((*slots, b, tp, n, hp), dq_dtype))
     operands.append(dq_acc)
   if cfg.defer_dv:  # each consumer's P^T of the last two steps
-    smem.append(plgpu.SMEM((2, c, bk, bq), q.dtype, transforms=_TILED))
+    smem.append(plgpu.SMEM((3, c, bk, bq), q.dtype, transforms=_TILED))
   key_ring = ()  # dropout row keys (two TMA copies arrive per slot)
   if rate > 0.0:
     smem.append(plgpu.SMEM((stages, 2, bq), jnp.int32))

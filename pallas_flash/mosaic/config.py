@@ -414,7 +414,7 @@ class MosaicBackwardConfig:
     smem = max(dkdv, dq) * head_dim * itemsize + 1024
     if self.defer_dv:  # two P^T tiles per consumer
       smem = max(dkdv * head_dim * itemsize
-                 + 2 * c * self.block_kv_dkv * self.block_q_dkv * itemsize,
+                 + 3 * c * self.block_kv_dkv * self.block_q_dkv * itemsize,
                  dq * head_dim * itemsize) + 1024
     if self.split_head_dim:  # the consumers' score-tile exchange
       dkdv_tile = self.block_kv_dkv * self.block_q_dkv
