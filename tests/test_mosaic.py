@@ -612,16 +612,6 @@ BACKWARD = [
     B("bwd persistent split head dim d128 dropout", n=2, k=1, h=128, t=64,
       s=200, dropout=0.2, config=MosaicBackwardConfig(
           persistent=True, split_head_dim=True)),
-    # defer_dv: dV one step late, P^T through shared memory, slots freed two
-    # steps late; GQA runs the steps on across query heads, batch row 1's
-    # CTAs have no steps (only the zero P^T tile, no last dV GEMM).
-    B("bwd defer dv stagger gqa causal lengths", b=2, n=2, k=1, t=200,
-      s=256, causal=True, q_lengths=(200, 0), kv_lengths=(256, 100),
-      config=MosaicBackwardConfig(defer_dv=True, stagger_consumers=True,
-                                  num_stages=3)),
-    B("bwd defer dv dropout alibi segments 4 stages", b=2, t=150, s=200,
-      segments=True, dropout=0.2, alibi=True,
-      config=MosaicBackwardConfig(defer_dv=True, num_stages=4)),
 ]
 
 SLOW_BACKWARD = [
@@ -981,13 +971,6 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
      "dropout"),
     (256, False, MosaicBackwardConfig(persistent=True, split_head_dim=True),
      "alibi"),
-    (128, False, MosaicBackwardConfig(defer_dv=True, stagger_consumers=True,
-                                      dq_rows_in_registers=1, num_stages=3),
-     None),
-    (128, True, MosaicBackwardConfig(defer_dv=True, num_stages=3),
-     "dropout"),
-    (64, True, MosaicBackwardConfig(defer_dv=True, num_stages=3),
-     "alibi soft-cap"),
 ]
 
 

@@ -654,7 +654,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   sync = fwd._Sync(wg, c, stages, interpret_bars if interpret else None)
   items = schedule.Items(order, sched_ref)
   kv_sets = k_smems.shape[0] // c if not cfg.split_head_dim else 1
-  defer = cfg.defer_dv  # P^T tiles [2, C, bk, bq]: extra_smem[0]
 
   def item_coords(i):
     """(batch row, kv head, kv tile) of the CTA's item i."""
@@ -793,9 +792,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         p = jnp.exp2(x if lse2_left is None else x - lse2_left)
         return (p,) if th is None else (p, th)
 
-      if defer:
-        return deferred(i, slot, q_smem, do_smem, s_init, dp_init, probs,
-                        dk, dv)
       if xchg is None:  # P^T computed while the dP^T wgmma runs
         p_th, dp = _scores(((kv.products(0, q_smem), s_init),
                             (kv.products(1, do_smem), dp_init)), interpret,
@@ -866,64 +862,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         add_dq(part, prev, f_prev)
       return dk, dv, qt, n
 
-    accs = {}  # defer (GPU): the dK, dV accumulator refs of all steps
-    p_bufs = extra_smem[0] if defer else None
-
-    def deferred(i, slot, q_smem, do_smem, s_init, dp_init, probs, dk, dv):
-      """Step i with ``defer_dv``: S^T and dP^T, then step i - 1's dV GEMM
-      (its P^T from shared memory; step 0: a zero tile), waiting for S^T
-      only; P^T into this step's buffer; dK += dS^T Q, not awaited (the
-      next step's S^T wait covers it).  Once S^T is done, so is every GEMM
-      issued before it (wgmma groups complete in order), dV(i - 2) with
-      them: Q / dO slot i - 2 is freed then.  On the GPU dK and dV are the
-      refs in ``accs`` and the carry's (dk, dv) pass through; interpret
-      mode runs the same order as plain dots on the carried values."""
-      parity = lax.rem(i, 2)
-      prev_slot = lax.rem(g0 + jnp.maximum(i - 1, 0), stages)
-      dv_prev = lambda: [(p_bufs.at[1 - parity, w], do_smems.at[prev_slot])]
-      drop_rows = (drop.ring_rows(key_smem, key_bars, slot)
-                   if drop is not None else None)
-
-      def softmax(s, wait_dp):  # -> dS^T; P^T (Z P^T) stored for dV
-        p, th = (*probs(s), None)[:2]
-        stagger.go(g0 + i)
-        pl.when(i >= 2)(lambda: sync.release(
-            0, lax.rem(g0 + i - 2, stages)))
-        dp = wait_dp() if drop is not None else None
-        p_pv = p
-        if drop is not None:
-          p_pv, dp = drop.select([(p, None), (dp, dp_init)], drop_rows,
-                                 drop_cols, interpret)
-        p_bufs.at[parity, w][...] = p_pv.astype(dtype)
-        ds = _ds(p, wait_dp() if dp is None else dp, th).astype(dtype)
-        p_bufs.at[2, w][...] = ds  # (dK(i - 1), its last reader, is done)
-        plgpu.commit_smem()  # read by wgmma (the async proxy)
-        return p_bufs.at[2, w]
-
-      if interpret:
-        s, dp = _scores(((kv.products(0, q_smem), s_init),
-                         (kv.products(1, do_smem), dp_init)), interpret)
-        (dv,) = _accumulate((dv,), (dv_prev,), interpret)
-        ds = softmax(s, lambda: dp)
-        (dk,) = _accumulate((dk,), (lambda: [(ds, kv.narrow(q_smem))],),
-                            interpret)
-        return dk, dv
-
-      def body(s_ref, dp_ref):
-        s_ref[...], dp_ref[...] = s_init, dp_init
-        for ref, i_tile, ring in ((s_ref, 0, q_smem), (dp_ref, 1, do_smem)):
-          for a, b_ in kv.products(i_tile, ring):
-            plgpu.wgmma(ref, a, b_)
-        for a, b_ in dv_prev():
-          plgpu.wgmma(accs["dv"], a, b_)
-        later = len(kv.products(1, do_smem)) + 1
-        ds = softmax(plgpu.wgmma_accumulator_load(s_ref, wait_n=later),
-                     lambda: plgpu.wgmma_accumulator_load(dp_ref, wait_n=1))
-        plgpu.wgmma(accs["dk"], ds, kv.narrow(q_smem))
-
-      pl.run_scoped(body, *(plgpu.ACC((bk, bq), jnp.float32),) * 2)
-      return dk, dv
-
     # Non-causal folded ALiBi: query tiles right of, across and left of
     # the diagonal in three loops (``fwd.alibi_split``)
     alibi_tiles = (fwd.alibi_split(kv_base, kv_base + bk - 1, item.offset,
@@ -934,39 +872,11 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       return fwd.run_steps(item, functools.partial(step, g=g), carry,
                            alibi_tiles)
 
-    def all_steps(carry):
-      if group == 1:
-        return head(0, carry)
-      return lax.fori_loop(0, group, head, carry)
-
     carry = (zeros, zeros, *((jnp.int32(0),) * 2 if fused else ()))
-    if not defer:
-      dk, dv, *last = all_steps(carry)
-    else:  # -- with step -1's P^T = 0; then the last step's dV GEMM
-      total = group * n_steps
-      p_bufs.at[1, w][...] = jnp.zeros((bk, bq), dtype)
-      plgpu.commit_smem()
-      last_dv = lambda: [(p_bufs.at[lax.rem(total - 1, 2), w],
-                          do_smems.at[lax.rem(g0 + total - 1, stages)])]
-      if interpret:
-        dk, dv = all_steps(carry)
-        dv = lax.cond(total > 0,
-                      lambda: _accumulate((dv,), (last_dv,), interpret)[0],
-                      lambda: dv)
-      else:
-        def loops(refs):
-          accs["dk"], accs["dv"] = refs
-          all_steps((jnp.int32(0),) * 2)  # (the carry: placeholders)
-
-          @pl.when(total > 0)
-          def _():
-            for a, b_ in last_dv():
-              plgpu.wgmma(accs["dv"], a, b_)
-
-        dk, dv = pl.run_state(loops)((plgpu.ACC.init(zeros),) * 2)
-      for back in (2, 1):  # every GEMM is done: the last two slots are free
-        pl.when(total >= back)(lambda back=back: sync.release(
-            0, lax.rem(g0 + total - back, stages)))
+    if group == 1:
+      dk, dv, *last = head(0, carry)
+    else:
+      dk, dv, *last = lax.fori_loop(0, group, head, carry)
     if fused:  # -- the last step's dQ share
       total = group * n_steps
 
@@ -1266,8 +1176,6 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     slots = (kv_tiles,) if params.interpret else ()
     dq_acc = jax.new_ref(jnp.zeros((*slots, b, tp, n, hp), dq_dtype))
     operands.append(dq_acc)
-  if cfg.defer_dv:  # each consumer's P^T of the last two steps
-    smem.append(plgpu.SMEM((3, c, bk, bq), q.dtype, transforms=_TILED))
   key_ring = ()  # dropout row keys (two TMA copies arrive per slot)
   if rate > 0.0:
     smem.append(plgpu.SMEM((stages, 2, bq), jnp.int32))

@@ -289,14 +289,6 @@ class MosaicBackwardConfig:
       the consumers store dK / dV (FA3 Sec. 3.1's persistent kernel), and
       where two sets of K / V tiles fit (``kv_buffers``) the next item's K
       and V load during this one.
-    defer_dv: the two-kernel dK/dV kernel issues step i's dV += P^T dO at
-      step i + 1, behind that step's score GEMMs, with P^T from shared
-      memory (two [block_kv, block_q] buffers per consumer), and dK, dV
-      accumulate across the steps without a wait per step: a consumer waits
-      only for its score GEMMs, so its softmax runs while dP^T and the
-      deferred dV run (FA3 Sec. 3.2's intra-warpgroup overlap, across
-      steps).  A Q / dO slot is freed two steps late: num_stages >= 3.
-      Not with ``fused``, ``split_head_dim`` or ``persistent``.
     split_head_dim: the consumers of a CTA share one row tile (dK/dV: of K
       and V; dQ: of Q and dO) and each accumulates 1 / consumers of the head
       dim's columns, recomputing the score tiles (FA3's d256 answer to
@@ -318,7 +310,6 @@ class MosaicBackwardConfig:
   split_head_dim: bool = False
   fused: bool = False
   persistent: bool = False
-  defer_dv: bool = False
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):
@@ -350,15 +341,6 @@ class MosaicBackwardConfig:
       # backward._DsTiles takes 8 named barriers after the Q / dO slots'.
       raise ValueError(f"num_stages={self.num_stages} must be 2 with "
                        "fused=True or deterministic=False")
-    if self.defer_dv and (self.one_kernel or self.split_head_dim
-                          or self.persistent):
-      raise ValueError("defer_dv=True needs the two-kernel form: fused=False, "
-                       "deterministic=True, split_head_dim=False, "
-                       "persistent=False")
-    if self.defer_dv and self.num_stages < 3:
-      # a Q / dO slot is read by step i + 1's deferred dV GEMM
-      raise ValueError(f"num_stages={self.num_stages} must be >= 3 with "
-                       "defer_dv=True")
     if self.split_head_dim and self.fused:
       raise ValueError("split_head_dim=True needs fused=False")
     if self.split_head_dim and self.num_stages > 3:
@@ -412,10 +394,6 @@ class MosaicBackwardConfig:
     dq = 2 * (self.dq_kernel().row_tiles * self.block_q_dq
               + st * self.block_kv_dq)
     smem = max(dkdv, dq) * head_dim * itemsize + 1024
-    if self.defer_dv:  # two P^T tiles per consumer
-      smem = max(dkdv * head_dim * itemsize
-                 + 3 * c * self.block_kv_dkv * self.block_q_dkv * itemsize,
-                 dq * head_dim * itemsize) + 1024
     if self.split_head_dim:  # the consumers' score-tile exchange
       dkdv_tile = self.block_kv_dkv * self.block_q_dkv
       dq_tile = self.block_q_dq * self.block_kv_dq
