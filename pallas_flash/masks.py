@@ -134,6 +134,33 @@ def alibi_linear(side, row_term, col_term):
   return -side * row_term, side * col_term
 
 
+def _span(spec: MaskSpec, pos, q_len, kv_len, offset, kv_major: bool,
+          zero):
+  """[lo, hi): the keys that query row ``pos`` may see (``kv_major``: the
+  query rows that may see key ``pos``) by the causal / window / length
+  rules; empty where hi <= lo.  Whether ``pos`` itself is a real row is
+  left to the caller.  lo and hi never decrease as ``pos`` grows.  ``zero``:
+  the lowest lo, in the shape lo takes without causal / window rules."""
+  lo = zero
+  if kv_major:  # j = pos: i >= j - offset (causal), the window's two sides
+    hi = q_len
+    if spec.is_causal:
+      lo = jnp.maximum(lo, pos - offset)
+    if spec.window is not None:
+      left, right = spec.window
+      lo = jnp.maximum(lo, pos - offset - right)
+      hi = jnp.minimum(hi, pos - offset + left + 1)
+  else:  # i = pos: j <= i + offset (causal), the window's two sides
+    hi = kv_len
+    if spec.is_causal:
+      hi = jnp.minimum(hi, pos + offset + 1)
+    if spec.window is not None:
+      left, right = spec.window
+      lo = jnp.maximum(lo, pos + offset - left)
+      hi = jnp.minimum(hi, pos + offset + right + 1)
+  return lo, hi
+
+
 def visible_span(spec: MaskSpec, pos, q_len, kv_len, offset,
                  kv_major: bool = False):
   """Causal / window / length part of the mask, per row: (lo, n) such that
@@ -142,22 +169,8 @@ def visible_span(spec: MaskSpec, pos, q_len, kv_len, offset,
   none.  Element-wise that is ``0 <= other - lo < n`` (``position_visible``):
   a kernel computes (lo, n) once per row of a tile and then one unsigned
   compare per element.  The kv-major form is the same rule solved for i."""
-  if kv_major:  # j = pos: i >= j - offset (causal), the window's two sides
-    lo, hi, own = jnp.zeros_like(pos), q_len, pos < kv_len
-    if spec.is_causal:
-      lo = jnp.maximum(lo, pos - offset)
-    if spec.window is not None:
-      left, right = spec.window
-      lo = jnp.maximum(lo, pos - offset - right)
-      hi = jnp.minimum(hi, pos - offset + left + 1)
-  else:  # i = pos: j <= i + offset (causal), the window's two sides
-    lo, hi, own = jnp.zeros_like(pos), kv_len, pos < q_len
-    if spec.is_causal:
-      hi = jnp.minimum(hi, pos + offset + 1)
-    if spec.window is not None:
-      left, right = spec.window
-      lo = jnp.maximum(lo, pos + offset - left)
-      hi = jnp.minimum(hi, pos + offset + right + 1)
+  zero, own = jnp.zeros_like(pos), pos < (kv_len if kv_major else q_len)
+  lo, hi = _span(spec, pos, q_len, kv_len, offset, kv_major, zero)
   return lo, jnp.where(own, jnp.maximum(hi - lo, 0), 0)
 
 
@@ -179,20 +192,14 @@ def kv_bounds(spec: MaskSpec, q_start, q_end, kv_len, offset):
 
   Returns (lo, hi, full_lo, full_hi): keys outside [lo, hi) are invisible to
   every row; keys inside [full_lo, full_hi) are visible to every row (up to
-  segments and the dense mask), so tiles there need no position mask.
+  segments and the dense mask), so tiles there need no position mask.  The
+  rows' spans (``_span``) only move right as the row grows, so their union
+  runs from the first row's lo to the last row's hi, and their intersection
+  from the last row's lo to the first row's hi.
   """
-  last = q_end - 1
-  lo, hi = jnp.zeros_like(kv_len), kv_len
-  full_lo, full_hi = lo, hi
-  if spec.is_causal:
-    hi = jnp.minimum(hi, last + offset + 1)
-    full_hi = jnp.minimum(full_hi, q_start + offset + 1)
-  if spec.window is not None:
-    left, right = spec.window
-    lo = jnp.maximum(lo, q_start + offset - left)
-    hi = jnp.minimum(hi, last + offset + right + 1)
-    full_lo = jnp.maximum(full_lo, last + offset - left)
-    full_hi = jnp.minimum(full_hi, q_start + offset + right + 1)
+  span = lambda row: _span(spec, row, None, kv_len, offset, False,
+                           jnp.zeros_like(kv_len))
+  (lo, full_hi), (full_lo, hi) = span(q_start), span(q_end - 1)
   return lo, hi, full_lo, full_hi
 
 
@@ -202,19 +209,10 @@ def q_bounds(spec: MaskSpec, k_start, k_end, q_len, kv_len, offset):
   Returns (lo, hi, full_lo, full_hi) over query rows; rows in
   [full_lo, full_hi) see every key of the block (which must lie below kv_len).
   """
-  last = k_end - 1
-  lo, hi = jnp.zeros_like(q_len), q_len
-  full_lo, full_hi = lo, jnp.where(k_end <= kv_len, hi, 0)
-  if spec.is_causal:
-    lo = jnp.maximum(lo, k_start - offset)
-    full_lo = jnp.maximum(full_lo, last - offset)
-  if spec.window is not None:
-    left, right = spec.window
-    lo = jnp.maximum(lo, k_start - offset - right)
-    hi = jnp.minimum(hi, last - offset + left + 1)
-    full_lo = jnp.maximum(full_lo, last - offset - right)
-    full_hi = jnp.minimum(full_hi, k_start - offset + left + 1)
-  return lo, hi, full_lo, full_hi
+  span = lambda key: _span(spec, key, q_len, None, offset, True,
+                           jnp.zeros_like(q_len))
+  (lo, full_hi), (full_lo, hi) = span(k_start), span(k_end - 1)
+  return lo, hi, full_lo, jnp.where(k_end <= kv_len, full_hi, 0)
 
 
 def tile_range(lo, hi, full_lo, full_hi, block: int):

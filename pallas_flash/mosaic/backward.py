@@ -1178,7 +1178,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     operands.append(dq_acc)
   key_ring = ()  # dropout row keys (two TMA copies arrive per slot)
   if rate > 0.0:
-    smem.append(plgpu.SMEM((stages, 2, bq), jnp.int32))
+    smem.append(plgpu.SMEM(cfg.key_ring_shape, jnp.int32))
     key_ring = (plgpu.Barrier(num_arrivals=2, num_barriers=stages),)
   dk, dv = _launch(
       functools.partial(_dkdv_kernel, order=order,

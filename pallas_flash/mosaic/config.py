@@ -7,6 +7,7 @@ A frozen, validated config and the frozen per-(head dim, causal) table that
 from __future__ import annotations
 
 import dataclasses
+import math
 
 # The persistent kernel's epilogue stores O in [block_q, OUT_COLS] pieces
 # through out_slots(H) shared-memory slots per consumer (two: one piece is
@@ -378,9 +379,15 @@ class MosaicBackwardConfig:
     (not with ``split_head_dim``), else 1."""
     if not self.persistent or self.split_head_dim:
       return 1
-    keys = self.num_stages * 2 * self.block_q_dkv * 4  # dropout's key ring
+    keys = math.prod(self.key_ring_shape) * 4  # (int32; with dropout)
     fits = self._smem_bytes(head_dim, itemsize, 2) + keys <= 227 * 1024
     return 2 if fits else 1
+
+  @property
+  def key_ring_shape(self) -> tuple[int, int, int]:
+    """With dropout, the dK/dV kernel's ring of each step's query-row keys
+    (int32 r_i and m_i per row, beside Q / dO): [stages, 2, block_q_dkv]."""
+    return (self.num_stages, 2, self.block_q_dkv)
 
   def smem_bytes(self, head_dim: int, itemsize: int = 2) -> int:
     """Shared memory of the larger of the two kernels."""
