@@ -7,5 +7,5 @@ export PYTHONPATH=$PWD
 T0=$SECONDS
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv; } > $OUT/run129_device.txt 2>&1
 V="fwd.consumers=3,fwd.persistent=False,fwd.overlap_softmax=False"
-timeout 540 python3 benchmarks/bwd_bench.py --cells d128-128k-C,d128-16k-C --variant $V --only "ours,ours[consumers=3,persistent=False,overlap_softmax=False],cudnn" --out $OUT/run129 > $OUT/run129.log 2>&1
+timeout 540 python3 benchmarks/bwd_bench.py --cells d128-128k-C,d128-16k-C --variant $V --only "ours,ours[$V],cudnn" --out $OUT/run129 > $OUT/run129.log 2>&1
 echo "rc $? $((SECONDS-T0)) s"; grep -vE "^\s*$" $OUT/run129.log | tail -25 | cut -c1-150
