@@ -140,8 +140,9 @@ class MosaicConfig:
     617, S32k 679 vs 600, S64k 689 vs 609, S128k 675 vs 613 (B1, 16
     heads); S8k 615 vs 603 and S4k 550 vs 579, S16k causal 618 vs 626 (not
     taken); causal S128k without dropout (run 129, 2026-11-24): forward
-    631 vs 604, fwd+bwd 512 vs 510 (level: not taken).  With dropout it spilled and halved while a score's keep bit
-    cost two multiply-adds' worth of keys (run 53: 0.39-0.46 of no
+    631 vs 604, fwd+bwd 512 vs 510 (level: not taken).  With dropout it
+    spilled and halved while a score's keep bit cost two multiply-adds'
+    worth of keys (run 53: 0.39-0.46 of no
     dropout); with the paired keep bits it is taken (run 75, H100,
     2026-11-24, S16k N, dropout 0.1: forward 585 vs 539 TFLOP/s, fwd+bwd
     428 vs 421).  With ALiBi it spills (run 61, S16k N: forward 364 TFLOP/s against
