@@ -215,6 +215,20 @@ def q_bounds(spec: MaskSpec, k_start, k_end, q_len, kv_len, offset):
   return lo, hi, full_lo, jnp.where(k_end <= kv_len, full_hi, 0)
 
 
+def item_bounds(spec: MaskSpec, start, rows: int, q_len, kv_len, offset,
+                kv_major: bool = False):
+  """``kv_bounds`` / ``q_bounds`` of the work items of ``rows`` rows from
+  ``start``: by default query rows (a q tile; its rows past q_len are left
+  out: the kernels give them P = 0 anyway), with ``kv_major`` key rows (a kv
+  tile of the dK/dV pass; all its rows: keys past kv_len are no padding
+  there, so such an item gets no full query tiles and every step is
+  masked)."""
+  if kv_major:
+    return q_bounds(spec, start, start + rows, q_len, kv_len, offset)
+  return kv_bounds(spec, start, jnp.minimum(start + rows, q_len), kv_len,
+                   offset)
+
+
 def tile_range(lo, hi, full_lo, full_hi, block: int):
   """Position bounds -> tile bounds.
 

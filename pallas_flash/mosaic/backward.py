@@ -1152,7 +1152,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   num_items = kh * kv_tiles * b
   num_ctas, sched = 0, []  # persistent: one CTA per SM, items scheduled
   if cfg.persistent:
-    num_ctas = min(num_items, 3 if params.interpret else fwd._num_sms())
+    num_ctas = fwd.persistent_ctas(num_items, params.interpret)
     coords = schedule.decode(np.arange(num_items), order)
     steps = schedule.tile_steps(spec, t, s, rows_kv, bq, kv_tiles,
                                 kv_major=True)

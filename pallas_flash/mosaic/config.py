@@ -142,8 +142,8 @@ class MosaicConfig:
     taken); causal S128k without dropout (run 129, 2026-11-24): forward
     631 vs 604, fwd+bwd 512 vs 510 (level: not taken).  With dropout it
     spilled and halved while a score's keep bit cost two multiply-adds'
-    worth of keys (run 53: 0.39-0.46 of no
-    dropout); with the paired keep bits it is taken (run 75, H100,
+    worth of keys (run 53: 0.39-0.46 of no dropout); with the paired keep
+    bits it is taken (run 75, H100,
     2026-11-24, S16k N, dropout 0.1: forward 585 vs 539 TFLOP/s, fwd+bwd
     428 vs 421).  With ALiBi it spills (run 61, S16k N: forward 364 TFLOP/s against
     677 without ALiBi, fwd+bwd 0.85 of no bias, where the two-consumer

@@ -99,6 +99,13 @@ def _num_sms() -> int:
   return int(getattr(jax.devices()[0], "core_count", 132))
 
 
+def persistent_ctas(num_items: int, interpret: bool) -> int:
+  """CTAs of a persistent launch: one per SM (3 in interpret mode, where
+  the CPU simulates them: more items than CTAs at test sizes), never more
+  than the items."""
+  return min(num_items, 3 if interpret else _num_sms())
+
+
 def _config(params: KernelParams, q, k,
             arrays: masks.MaskArrays | None) -> tuple[int, MosaicConfig]:
   """(padded head dim, the given config or the table's default for it):
@@ -1108,17 +1115,10 @@ def tile_table(spec: masks.MaskSpec, arrays: masks.MaskArrays, dense, q_len,
   """
   start = jnp.arange(num_tiles, dtype=jnp.int32)[None, :] * rows  # [1, I]
   own_len = kv_len if kv_major else q_len  # items past it: no work (below)
-  if kv_major:
-    # Key rows past kv_len are no padding to the dK/dV kernel (P^T of a
-    # real query row against them is not 0): an item that reaches past
-    # kv_len keeps its whole end, so that q_bounds gives it no full tiles
-    # and every step is masked.
-    bounds = masks.q_bounds(spec, start, start + rows, q_len[:, None],
-                            kv_len[:, None], offset[:, None])
-  else:  # query rows past q_len: lse = +inf, so their P is 0 anyway
-    end = jnp.minimum(start + rows, q_len[:, None])  # [B, I]
-    bounds = masks.kv_bounds(spec, start, end, kv_len[:, None],
-                             offset[:, None])
+  # (key rows past kv_len are no padding to the dK/dV kernel: P^T of a real
+  # query row against them is not 0; query rows past q_len have lse = +inf)
+  bounds = masks.item_bounds(spec, start, rows, q_len[:, None],
+                             kv_len[:, None], offset[:, None], kv_major)
   first, last, full_first, full_last = masks.tile_range(*bounds, block)
   overlap = None  # [B or 1, I, J]: may the pair of tiles hold a visible pair?
   if spec.has_segments:
@@ -1223,7 +1223,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   num_items = n * num_q_tiles * b
   num_ctas = 0  # persistent: one CTA per SM
   if cfg.persistent:
-    num_ctas = min(num_items, 3 if params.interpret else _num_sms())
+    num_ctas = persistent_ctas(num_items, params.interpret)
   hg = n  # heads per group of the launch order
   if num_ctas and cfg.heads_inner:
     # Groups of heads whose K/V fit head_group_mib, q tiles slowest within

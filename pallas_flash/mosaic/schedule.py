@@ -39,18 +39,14 @@ def tile_steps(spec: masks.MaskSpec, t: int, s: int, rows: int, block: int,
   """[num_tiles] steps of each work item of ``rows`` rows when q_len = t and
   kv_len = s (positional masks only): the kv tiles of ``block`` keys that a
   q tile visits, or with ``kv_major`` (the dK/dV kernel's items) the q tiles
-  of ``block`` queries that a kv tile visits (``masks.q_bounds``, as
+  of ``block`` queries that a kv tile visits (``masks.item_bounds``, as
   ``forward.tile_table``)."""
   with jax.ensure_compile_time_eval():
     q_len, kv_len = jnp.array([t], jnp.int32), jnp.array([s], jnp.int32)
     offset = masks.diagonal_offset(spec, q_len, kv_len)
     start = jnp.arange(num_tiles, dtype=jnp.int32)[None, :] * rows
-    if kv_major:
-      bounds = masks.q_bounds(spec, start, start + rows, q_len[:, None],
-                              kv_len[:, None], offset[:, None])
-    else:
-      bounds = masks.kv_bounds(spec, start, jnp.minimum(start + rows, t),
-                               kv_len[:, None], offset[:, None])
+    bounds = masks.item_bounds(spec, start, rows, q_len[:, None],
+                               kv_len[:, None], offset[:, None], kv_major)
     first, last, _, _ = masks.tile_range(*bounds, block)
     steps = np.asarray(last - first, np.int64)  # [1, 1] without causal
     return np.broadcast_to(steps, (1, num_tiles))[0]
