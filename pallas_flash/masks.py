@@ -166,9 +166,10 @@ def visible_span(spec: MaskSpec, pos, q_len, kv_len, offset,
   """Causal / window / length part of the mask, per row: (lo, n) such that
   query row ``pos`` sees keys lo .. lo + n - 1 (``kv_major``: key ``pos`` is
   seen by query rows lo .. lo + n - 1); n = 0 where it sees (is seen by)
-  none.  Element-wise that is ``0 <= other - lo < n`` (``position_visible``):
-  a kernel computes (lo, n) once per row of a tile and then one unsigned
-  compare per element.  The kv-major form is the same rule solved for i."""
+  none: ``0 <= other - lo < n`` holds exactly where ``position_visible``
+  does.  A kernel computes (lo, n) once per row of a tile and then one
+  unsigned compare per element.  The kv-major form is the same rule solved
+  for i."""
   zero, own = jnp.zeros_like(pos), pos < (kv_len if kv_major else q_len)
   lo, hi = _span(spec, pos, q_len, kv_len, offset, kv_major, zero)
   return lo, jnp.where(own, jnp.maximum(hi - lo, 0), 0)
