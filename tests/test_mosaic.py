@@ -319,6 +319,14 @@ def test_backward_config_default_d128_holds_q_in_registers_without_dropout():
     drop = MosaicBackwardConfig.default(128, causal, dropout=True)
     assert plain.dq_rows_in_registers == 1 and plain.stagger_consumers
     assert drop.dq_rows_in_registers == 0 and not drop.stagger_consumers
+    assert drop.block_kv_dq == 128
+    # with dropout the stagger from T, S >= 16k where causal (the shorter)
+    long = MosaicBackwardConfig.default(128, causal, dropout=True,
+                                        kv_seqlen=16384)
+    assert long.stagger_consumers == causal and long.block_kv_dq == 128
+    assert not MosaicBackwardConfig.default(
+        128, causal, dropout=True, kv_seqlen=16384,
+        q_seqlen=4096).stagger_consumers
   for h in (64, 256):
     assert not MosaicBackwardConfig.default(h, False).stagger_consumers
   assert MosaicBackwardConfig.default(256, False).dq_rows_in_registers == 0
@@ -577,6 +585,12 @@ BACKWARD = [
     # their split_head_dim exchange (d256) and the fused fixed-point kernel.
     B("bwd dropout d128 (dK/dV and dQ kernels) gqa 2/1 causal ragged", n=2,
       k=1, h=128, t=70, s=130, causal=True, bottom_right=True, dropout=0.2),
+    # d128's dropout default from T, S >= 16k where causal: 128-key dQ
+    # steps and staggered consumers (on fewer rows; batch row 1 has none).
+    B("bwd dropout d128 causal S16k default (stagger, 128-key dQ steps)",
+      b=2, n=2, k=1, h=128, t=100, s=130, causal=True, q_lengths=(100, 0),
+      dropout=0.2, config=MosaicBackwardConfig.default(
+          128, True, dropout=True, kv_seqlen=16384)),
     B("bwd dropout d256 (split head dim) causal ragged", h=256, t=64, s=100,
       causal=True, dropout=0.3),
     B("bwd dropout fused fixed point gqa 2/1 causal", n=2, k=1, t=100, s=130,
@@ -678,6 +692,10 @@ SLOW_BACKWARD = [
       alibi=True, config=MosaicBackwardConfig(fused=True)),
     B("bwd dropout S2k causal d128 gqa", b=2, t=2048, s=2048, n=8, k=2,
       h=128, causal=True, dropout=0.1),
+    B("bwd dropout S2k causal d128 lengths, the S16k default (stagger)",
+      b=2, t=2048, s=2000, n=4, k=2, h=128, causal=True, dropout=0.1,
+      q_lengths=(2048, 700), config=MosaicBackwardConfig.default(
+          128, True, dropout=True, kv_seqlen=16384)),
     B("bwd dropout S1k d64 (fused fixed point) ragged lengths", b=2, t=1000,
       s=1025, n=4, k=4, q_lengths=(1000, 0), kv_lengths=(1025, 300),
       dropout=0.1, config=MosaicBackwardConfig(

@@ -68,13 +68,14 @@ _LOG2E = math.log2(math.e)
 _TILED = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
 
 
-def _config(params: KernelParams, q) -> tuple[int, MosaicBackwardConfig]:
+def _config(params: KernelParams, q, k) -> tuple[int, MosaicBackwardConfig]:
   """(padded head dim, the backward config: given or the table's default)."""
   hp = fwd._round_up(q.shape[-1], 64)
   cfg = params.config.backward if isinstance(params.config,
                                              MosaicConfig) else None
-  cfg = cfg or MosaicBackwardConfig.default(hp, params.spec.is_causal,
-                                            params.dropout_rate > 0.0)
+  cfg = cfg or MosaicBackwardConfig.default(
+      hp, params.spec.is_causal, params.dropout_rate > 0.0,
+      kv_seqlen=k.shape[1], q_seqlen=q.shape[1])
   if cfg.split_head_dim:  # each consumer's share of columns: 64s
     hp = fwd._round_up(hp, 64 * cfg.consumers)
   return hp, cfg
@@ -83,7 +84,7 @@ def _config(params: KernelParams, q) -> tuple[int, MosaicBackwardConfig]:
 def check_supported(params: KernelParams, q, k, v) -> None:
   """Raises NotImplementedError for valid input this backward cannot take."""
   fwd.check_supported(params, q, k, v)  # dtype, device, config type
-  hp, cfg = _config(params, q)
+  hp, cfg = _config(params, q, k)
   if hp > 128 and not cfg.split_head_dim:
     # dK and dV accumulators of [64, hp] f32 take hp registers per thread.
     raise NotImplementedError(
@@ -1091,7 +1092,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   b, t, n, h = q.shape
   _, s, kh, _ = k.shape
   group = n // kh
-  hp, cfg = _config(params, q)
+  hp, cfg = _config(params, q, k)
   c = cfg.consumers
   dq_cfg = cfg.dq_kernel()  # its own consumer count
   rows_q = dq_cfg.row_tiles * cfg.block_q_dq

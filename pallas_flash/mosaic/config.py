@@ -415,9 +415,12 @@ class MosaicBackwardConfig:
     return smem
 
   @classmethod
-  def default(cls, head_dim: int, causal: bool,
-              dropout: bool = False) -> "MosaicBackwardConfig":
-    """The entry for a (padded) head dim; see docs/mosaic.md.
+  def default(cls, head_dim: int, causal: bool, dropout: bool = False,
+              kv_seqlen: int = 0,
+              q_seqlen: int = 0) -> "MosaicBackwardConfig":
+    """The entry for a (padded) head dim; see docs/mosaic.md.  The
+    sequence lengths (0: unknown; ``q_seqlen`` 0: as ``kv_seqlen``) decide
+    only d128 with dropout, as in ``MosaicConfig.default``: the shorter one.
 
     Measured on an H100, 2026-11-22, backward TFLOP/s in one run each:
     * d64: 128-row query steps in the dK/dV kernel (run 11: S4k N 377 vs
@@ -466,11 +469,20 @@ class MosaicBackwardConfig:
       H100, 2026-11-24, runs 96 / 97 / 100, backward TFLOP/s against the
       default of the same process: S16k C +2.5 / +3.1 / +2.9%, S16k N +2.6
       / +0.5 / +2.1%, S4k N +3.2 / +0.3%, S4k C +2.1 / -2.4%, S128k C
-      +0.9% (run 100).  With dropout it moved -5 to +4% (run 97): not taken
-      there.  In the fused kernel: d64's default level (run 98: -2.4 to
-      +1.4%), d128's fixed point -3 / +2%, its f32 adds +6 / +2%.
+      +0.9% (run 100).  With dropout: the next entry.  In the fused
+      kernel: d64's default level (run 98: -2.4 to +1.4%), d128's fixed
+      point -3 / +2%, its f32 adds +6 / +2%.
+    * d128 with dropout: 128-key dQ steps (``block_kv_dq=128``), and from
+      T, S >= 16k where causal, staggered consumers too.  H100, 2026-11-24,
+      runs 136-137 (``drop_ab.py``, dropout 0.1, backward TFLOP/s against
+      the 64-key default of the same process, two executables each):
+      128-key steps S16k C +1 / +5%, +5 / +5%; S4k C +4 / +3%, +4 / +4%;
+      S16k N +5 / +4%, +8 / +6%; S4k N +4 / +4%.  With the stagger on top:
+      S16k C +8 / +12%, +6 / +8%; S16k N +3 / +6%, +6 / +8% (level with
+      128-key steps alone: not taken); S4k C -1 / -1%, -1 / -4%; S4k N
+      0 / +2%.  The stagger alone with dropout (runs 97, 135, 136):
+      S16k C +2%, +4%, +6%, S4k C +4%, -1%, -3%, non-causal -5 to +2%.
     """
-    del causal
     if head_dim <= 64 and dropout:
       return cls(block_q_dkv=64, block_kv_dq=128)
     if head_dim <= 64:
@@ -478,5 +490,7 @@ class MosaicBackwardConfig:
     if head_dim > 128:
       return cls(split_head_dim=True)
     if dropout:
-      return cls()
+      shorter = min(q_seqlen or kv_seqlen, kv_seqlen)
+      return cls(block_kv_dq=128,
+                 stagger_consumers=causal and shorter >= 16384)
     return cls(dq_rows_in_registers=1, stagger_consumers=True)
