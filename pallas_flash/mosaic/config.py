@@ -482,6 +482,7 @@ class MosaicBackwardConfig:
       128-key steps alone: not taken); S4k C -1 / -1%, -1 / -4%; S4k N
       0 / +2%.  The stagger alone with dropout (runs 97, 135, 136):
       S16k C +2%, +4%, +6%, S4k C +4%, -1%, -3%, non-causal -5 to +2%.
+      (Run 65, before the paired keep bits: 128-key steps -3 to +3%.)
     """
     if head_dim <= 64 and dropout:
       return cls(block_q_dkv=64, block_kv_dq=128)
