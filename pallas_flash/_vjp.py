@@ -87,7 +87,7 @@ def _backward_impl(params: KernelParams, q, k, v, arrays=None):
       and score_terms(arrays, params.dropout_rate) <= _TAKES["mosaic"]):
     from pallas_flash.mosaic import backward as mosaic_backward  # Hopper only
     try:
-      mosaic_backward.check_supported(params, q, k, v)
+      mosaic_backward.check_supported(params, q, k, v, arrays)
       return mosaic_backward.backward
     except NotImplementedError:  # e.g. head_dim > 128
       pass

@@ -327,6 +327,12 @@ def test_backward_config_default_d128_holds_q_in_registers_without_dropout():
     assert not MosaicBackwardConfig.default(
         128, causal, dropout=True, kv_seqlen=16384,
         q_seqlen=4096).stagger_consumers
+  # ALiBi: no stagger where non-causal (without dropout)
+  alibi = MosaicBackwardConfig.default(128, False, alibi=True)
+  assert alibi.dq_rows_in_registers == 1 and not alibi.stagger_consumers
+  assert MosaicBackwardConfig.default(128, True, alibi=True).stagger_consumers
+  assert MosaicBackwardConfig.default(128, False, dropout=True, alibi=True) \
+      == MosaicBackwardConfig.default(128, False, dropout=True)
   for h in (64, 256):
     assert not MosaicBackwardConfig.default(h, False).stagger_consumers
   assert MosaicBackwardConfig.default(256, False).dq_rows_in_registers == 0
@@ -572,6 +578,9 @@ BACKWARD = [
     B("bwd alibi d256 (split head dim) lengths", b=2, n=2, k=1, h=256, t=80,
       s=100, alibi=True, kv_lengths=(100, 37)),
     B("bwd alibi non-causal, tiles on both sides", t=300, s=400, alibi=True),
+    # d128's ALiBi default where non-causal: Q in registers, no stagger.
+    B("bwd alibi d128 non-causal default gqa lengths", b=2, n=2, k=1, h=128,
+      t=100, s=130, alibi=True, kv_lengths=(130, 50)),
     # The fused kernel (interpret mode: each kv tile writes its own dQ slot
     # instead of the TMA reduce-add); GQA carries the lagged dQ share
     # across the head loop.

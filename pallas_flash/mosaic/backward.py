@@ -68,23 +68,26 @@ _LOG2E = math.log2(math.e)
 _TILED = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
 
 
-def _config(params: KernelParams, q, k) -> tuple[int, MosaicBackwardConfig]:
+def _config(params: KernelParams, q, k, arrays: masks.MaskArrays | None
+            ) -> tuple[int, MosaicBackwardConfig]:
   """(padded head dim, the backward config: given or the table's default)."""
   hp = fwd._round_up(q.shape[-1], 64)
   cfg = params.config.backward if isinstance(params.config,
                                              MosaicConfig) else None
   cfg = cfg or MosaicBackwardConfig.default(
       hp, params.spec.is_causal, params.dropout_rate > 0.0,
-      kv_seqlen=k.shape[1], q_seqlen=q.shape[1])
+      kv_seqlen=k.shape[1], q_seqlen=q.shape[1],
+      alibi=arrays is not None and arrays.alibi_slopes is not None)
   if cfg.split_head_dim:  # each consumer's share of columns: 64s
     hp = fwd._round_up(hp, 64 * cfg.consumers)
   return hp, cfg
 
 
-def check_supported(params: KernelParams, q, k, v) -> None:
+def check_supported(params: KernelParams, q, k, v,
+                    arrays: masks.MaskArrays | None = None) -> None:
   """Raises NotImplementedError for valid input this backward cannot take."""
   fwd.check_supported(params, q, k, v)  # dtype, device, config type
-  hp, cfg = _config(params, q, k)
+  hp, cfg = _config(params, q, k, arrays)
   if hp > 128 and not cfg.split_head_dim:
     # dK and dV accumulators of [64, hp] f32 take hp registers per thread.
     raise NotImplementedError(
@@ -1087,12 +1090,12 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
              params: KernelParams):
   """(dq, dk, dv) of the forward's (out, lse [B, N, T], +inf masked rows)."""
-  check_supported(params, q, k, v)
+  check_supported(params, q, k, v, arrays)
   spec, cap = params.spec, params.logits_soft_cap
   b, t, n, h = q.shape
   _, s, kh, _ = k.shape
   group = n // kh
-  hp, cfg = _config(params, q, k)
+  hp, cfg = _config(params, q, k, arrays)
   c = cfg.consumers
   dq_cfg = cfg.dq_kernel()  # its own consumer count
   rows_q = dq_cfg.row_tiles * cfg.block_q_dq

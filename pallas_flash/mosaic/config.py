@@ -416,11 +416,12 @@ class MosaicBackwardConfig:
 
   @classmethod
   def default(cls, head_dim: int, causal: bool, dropout: bool = False,
-              kv_seqlen: int = 0,
-              q_seqlen: int = 0) -> "MosaicBackwardConfig":
+              kv_seqlen: int = 0, q_seqlen: int = 0,
+              alibi: bool = False) -> "MosaicBackwardConfig":
     """The entry for a (padded) head dim; see docs/mosaic.md.  The
     sequence lengths (0: unknown; ``q_seqlen`` 0: as ``kv_seqlen``) decide
     only d128 with dropout, as in ``MosaicConfig.default``: the shorter one.
+    ``alibi`` decides only d128 non-causal without dropout.
 
     Measured on an H100, 2026-11-22, backward TFLOP/s in one run each:
     * d64: 128-row query steps in the dK/dV kernel (run 11: S4k N 377 vs
@@ -483,6 +484,13 @@ class MosaicBackwardConfig:
       0 / +2%.  The stagger alone with dropout (runs 97, 135, 136):
       S16k C +2%, +4%, +6%, S4k C +4%, -1%, -3%, non-causal -5 to +2%.
       (Run 65, before the paired keep bits: 128-key steps -3 to +3%.)
+    * d128 non-causal with ALiBi (without dropout): no stagger.  H100,
+      2026-11-24, backward against the staggered default in one process:
+      S4k N +3% (run 132), +4 / +5% (run 142), +8 / +10% (run 143); S16k N
+      +1% (run 104), +2 / +1% (run 142).  Causal it stays (run 143: S4k C
+      level, S16k C -3 / -2%).  With ALiBi (run 142), 128-key dQ steps
+      lose 10-12%, and the dQ kernel's Q from shared memory reads +1 / +2%
+      at S4k N, -2 / +2% at S16k N.
     """
     if head_dim <= 64 and dropout:
       return cls(block_q_dkv=64, block_kv_dq=128)
@@ -494,4 +502,5 @@ class MosaicBackwardConfig:
       shorter = min(q_seqlen or kv_seqlen, kv_seqlen)
       return cls(block_kv_dq=128,
                  stagger_consumers=causal and shorter >= 16384)
-    return cls(dq_rows_in_registers=1, stagger_consumers=True)
+    return cls(dq_rows_in_registers=1,
+               stagger_consumers=causal or not alibi)

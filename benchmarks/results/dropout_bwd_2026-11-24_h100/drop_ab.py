@@ -8,19 +8,28 @@ show the spread; gradients compared bitwise with the default's.  The forward
 the same loop; the backward's time is fwd+bwd less the default forward.
 
   python3 drop_ab.py d128-16k-C,d128-4k-C dq_rows_in_registers=1 fwd:consumers=3
+
+With ``AB_FEATURE=alibi`` (run 142 on) the same A/B with ALiBi (bwd_bench's
+slopes) instead of dropout, against the ALiBi defaults.  From run 142 on the
+default backward config also gets the cell's sequence length; in runs 140-141
+it did not (so at S16k C their default lacked the stagger).
 """
 import dataclasses
+import os
 import sys
 
 import jax
 import jax.numpy as jnp
 
 import pallas_flash as pf
+from benchmarks.bwd_bench import alibi_slopes
 from benchmarks.mosaic_bench import cell_inputs, parse_variant
 from benchmarks.timing import time_interleaved
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 
-RATE = 0.1
+ALIBI = os.environ.get("AB_FEATURE", "dropout") == "alibi"
+RATE = 0.0 if ALIBI else 0.1
+FEATURE = "alibi" if ALIBI else f"dropout {RATE}"
 cells, variants = sys.argv[1].split(","), sys.argv[2:]
 rng = jax.random.key(7)
 for cell in cells:
@@ -28,8 +37,12 @@ for cell in cells:
   h, t, causal = int(h[1:]), int(t[:-1]) * 1024, c == "C"
   b, n, (q, k, v), flops = cell_inputs(h, t, causal)
   do = jax.random.normal(jax.random.key(99), q.shape, jnp.bfloat16)
-  fwd_default = MosaicConfig.default(h, causal, kv_seqlen=t, dropout=True)
-  bwd_default = MosaicBackwardConfig.default(h, causal, dropout=True)
+  fwd_default = MosaicConfig.default(h, causal, kv_seqlen=t, dropout=not ALIBI,
+                                     alibi=ALIBI)
+  bwd_default = MosaicBackwardConfig.default(h, causal, dropout=not ALIBI,
+                                             kv_seqlen=t)
+  feature = (dict(alibi_slopes=alibi_slopes(n)) if ALIBI else
+             dict(dropout_rate=RATE, dropout_rng=rng))
   fwd_configs, bwd_configs = {"default": fwd_default}, {"default": bwd_default}
   for text in variants:
     if text.startswith("fwd:"):
@@ -41,8 +54,7 @@ for cell in cells:
 
   def attn(fwd_cfg, bwd):
     return lambda q, k, v: pf.flash_attention(
-        q, k, v, is_causal=causal, implementation="mosaic",
-        dropout_rate=RATE, dropout_rng=rng,
+        q, k, v, is_causal=causal, implementation="mosaic", **feature,
         config=dataclasses.replace(fwd_cfg, backward=bwd))
 
   def grads_fn(bwd):
@@ -74,11 +86,11 @@ for cell in cells:
                     zip(grads[name], grads["default"])) for name in grads}
   tm = time_interleaved(calls, 9, 0.03)
   fwd_s = tm["fwd default"][0]
-  print(f"{cell} (dropout {RATE}): forward TFLOP/s")
+  print(f"{cell} ({FEATURE}): forward TFLOP/s")
   for name in outs:
     print(f"  fwd {name:24s} {flops / tm[f'fwd {name}'][0] / 1e12:6.1f}  "
           f"bitwise={bool(jnp.array_equal(outs[name], outs['default']))}")
-  print(f"{cell} (dropout {RATE}): backward TFLOP/s (two executables), "
+  print(f"{cell} ({FEATURE}): backward TFLOP/s (two executables), "
         "ratio to the default's mean")
   base = None
   for name in grads:
