@@ -313,7 +313,10 @@ def test_config_default_d128_causal_long_dropout_takes_three_consumers():
     assert cfg.consumers == 2, other
 
 
-def test_backward_config_default_d128_holds_q_in_registers_without_dropout():
+def test_backward_config_default_d128_by_dropout_alibi_and_length():
+  """Q in registers and staggered consumers without dropout (no stagger with
+  ALiBi where non-causal); with dropout 128-key dQ steps, staggered where
+  causal from T, S >= 16k."""
   for causal in (False, True):
     plain = MosaicBackwardConfig.default(128, causal)
     drop = MosaicBackwardConfig.default(128, causal, dropout=True)
