@@ -20,6 +20,12 @@ def out_slots(head_dim: int) -> int:
   return min(2, -(-head_dim // OUT_COLS))
 
 
+def _shorter(q_seqlen: int, kv_seqlen: int) -> int:
+  """The length both defaults' sequence-length rules read: the shorter of
+  the two (0: unknown; ``q_seqlen`` 0: as ``kv_seqlen``)."""
+  return min(q_seqlen or kv_seqlen, kv_seqlen)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MosaicConfig:
   """Blocks of the warp-specialised forward.
@@ -177,7 +183,7 @@ class MosaicConfig:
       cfg = dataclasses.replace(cfg, block_kv=128, consumers=3)
     # d128's three-consumer rules (below): the shorter sequence decides, and
     # ALiBi, a window or every tile masked keep two consumers
-    shorter = min(q_seqlen or kv_seqlen, kv_seqlen)
+    shorter = _shorter(q_seqlen, kv_seqlen)
     three_fit = not (alibi or window or every_tile_masked)
     if key == (128, False) and shorter >= 16384 and three_fit:
       cfg = dataclasses.replace(cfg, consumers=3, persistent=False,
@@ -499,7 +505,7 @@ class MosaicBackwardConfig:
     if head_dim > 128:
       return cls(split_head_dim=True)
     if dropout:
-      shorter = min(q_seqlen or kv_seqlen, kv_seqlen)
+      shorter = _shorter(q_seqlen, kv_seqlen)
       return cls(block_kv_dq=128,
                  stagger_consumers=causal and shorter >= 16384)
     return cls(dq_rows_in_registers=1,
