@@ -3,7 +3,7 @@ against cuDNN and PyTorch SDPA (issue 14).
 
 Cells: bf16, head dim 128, 16 heads, B x T = 16384 tokens (S = 4k: B = 4;
 S = 16k: B = 1), causal and not.  Per cell, in one process on the same
-inputs and in interleaved bursts (``benchmarks.run.time_interleaved``),
+inputs and in interleaved bursts (``benchmarks.timing.interleaved_samples``),
 forward and forward + backward of:
 
 * ``triton``: ours (``implementation="triton"``), no bias: the baseline;
@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.timing import time_interleaved
+from benchmarks.timing import interleaved_samples, paired_ratio, summarise
 import pallas_flash as pf
 
 H, N, TOKENS, RATE = 128, 16, 16384, 0.1
@@ -180,11 +180,14 @@ def bench_cell(t, causal, reps, sample_ms, with_torch, impls=None):
         + ", ".join(f"{k} {v:.1e}" for k, v in drop.items()))
     errs.update(drop)
   del grads
-  times = time_interleaved(calls, reps, sample_ms / 1e3)
+  samples, _ = interleaved_samples(calls, reps, sample_ms / 1e3)
   rows = []
   for name in [n for n in calls if not n.endswith(" fb")]:
-    rows.append(dict(name=name, fwd_s=times[name][0], fb_s=times[name + " fb"][0],
-                     spread=max(times[name][1], times[name + " fb"][1])))
+    (fwd_s, fwd_spread), (fb_s, fb_spread) = (summarise(samples[name]),
+                                              summarise(samples[name + " fb"]))
+    rows.append(dict(name=name, fwd_s=fwd_s, fb_s=fb_s,
+                     spread=max(fwd_spread, fb_spread),
+                     fb_samples=samples[name + " fb"]))
   del calls
   if with_torch:
     for name, (fwd_s, fb_s) in torch_times(b, t, causal, reps).items():
@@ -227,14 +230,25 @@ def table(rows):
     lines.append(f"{label:46s}" + "".join(
         f"{by[c, a]['fb_s'] / by[c, b]['fb_s']:10.2f}" if (c, a) in by and (c, b) in by
         else f"{'-':>10s}" for c in cells))
+  # Per rep, the two bursts of one pass (``timing.paired_ratio``); torch's
+  # rows are timed in their own loop, so they have no pairs.
+  paired = lambda c, a, b: all(
+      (c, x) in by and "fb_samples" in by[c, x] for x in (a, b))
+  lines += ["", "fwd+bwd per-rep time ratios: median [q25, q75]",
+            f"{'ratio':46s}" + "".join(f"{c:>22s}" for c in cells)]
+  quartiles = lambda c, a, b: "{1:.3f} [{0:.3f}, {2:.3f}]".format(
+      *paired_ratio(by[c, a]["fb_samples"], by[c, b]["fb_samples"]))
+  for label, a, b in RATIOS:
+    lines.append(f"{label:46s}" + "".join(
+        f"{quartiles(c, a, b) if paired(c, a, b) else '-':>22s}" for c in cells))
   return "\n".join(lines)
 
 
 def main():
   ap = argparse.ArgumentParser()
   ap.add_argument("--cells", default=",".join(cell_name(*c) for c in CELLS))
-  ap.add_argument("--reps", type=int, default=5)
-  ap.add_argument("--sample-ms", type=float, default=60.0)
+  ap.add_argument("--reps", type=int, default=21)
+  ap.add_argument("--sample-ms", type=float, default=30.0)
   ap.add_argument("--no-torch", action="store_true")
   ap.add_argument("--impls", default=None,
                   help="comma-separated rows to run (default: all)")

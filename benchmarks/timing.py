@@ -1,12 +1,13 @@
 """How the benchmarks time and size a compiled call (shared by every script
 in ``benchmarks/``).
 
-``time_interleaved``: warm calls timed in bursts of back-to-back calls ending
-in ``jax.block_until_ready`` (long enough that dispatch overhead is
-amortised), the implementations in a fresh random order each rep, the
-median per call.  ``compile_timed``: trace + lower + compile, timed.  The
-``*_bytes`` helpers read ``compiled.memory_analysis()`` and the device's
-memory stats.
+``interleaved_samples``: warm calls timed in bursts of back-to-back calls
+ending in ``jax.block_until_ready`` (long enough that dispatch overhead is
+amortised), the implementations in a fresh random order each rep;
+``time_interleaved`` gives the median per call, ``paired_ratio`` the
+quartiles of two entries' per-rep time ratios.  ``compile_timed``: trace +
+lower + compile, timed.  The ``*_bytes`` helpers read
+``compiled.memory_analysis()`` and the device's memory stats.
 """
 from __future__ import annotations
 
@@ -22,12 +23,14 @@ def time_calls(f, args, reps: int, sample_s: float):
   return time_interleaved({"f": (f, args)}, reps, sample_s)["f"]
 
 
-def time_interleaved(calls: dict, reps: int, sample_s: float):
-  """{name: (median s per call, spread, calls per burst)} for warm ``calls``
-  ({name: (f, args)}).  Each rep times one burst of back-to-back calls of
-  every entry, the entries in a fresh (seeded) random order each rep, so that
-  neither clock or thermal drift nor the kernel that ran just before (its
-  power draw, what it left in L2) falls on one entry more than another."""
+def interleaved_samples(calls: dict, reps: int, sample_s: float):
+  """({name: [s per call, one per rep]}, {name: calls per burst}) for warm
+  ``calls`` ({name: (f, args)}).  Each rep times one burst of back-to-back
+  calls of every entry, the entries in a fresh (seeded) random order each
+  rep, so that neither clock or thermal drift nor the kernel that ran just
+  before (its power draw, what it left in L2) falls on one entry more than
+  another; the samples of one rep were taken within one pass over
+  ``calls`` (``paired_ratio`` compares two entries rep by rep)."""
   bursts = {}
   for name, (f, args) in calls.items():
     single = math.inf  # fastest of 3 single calls: the first may still
@@ -50,12 +53,28 @@ def time_interleaved(calls: dict, reps: int, sample_s: float):
       jax.block_until_ready(out)
       samples[name].append((time.perf_counter() - t0) / n)
       del out
-  result = {}
-  for name, xs in samples.items():
-    med = float(np.median(xs))
-    spread = float((np.max(xs) - np.min(xs)) / med) if med > 0 else 0.0
-    result[name] = (med, spread, bursts[name])
-  return result
+  return samples, bursts
+
+
+def summarise(xs):
+  """(median, spread = (max - min) / median) of one entry's samples."""
+  med = float(np.median(xs))
+  return med, float((np.max(xs) - np.min(xs)) / med) if med > 0 else 0.0
+
+
+def time_interleaved(calls: dict, reps: int, sample_s: float):
+  """{name: (median s per call, spread, calls per burst)} of
+  ``interleaved_samples``."""
+  samples, bursts = interleaved_samples(calls, reps, sample_s)
+  return {name: (*summarise(xs), bursts[name]) for name, xs in samples.items()}
+
+
+def paired_ratio(a, b):
+  """Median and quartiles (q25, q50, q75) of the per-rep ratios a[r] / b[r]
+  of two entries' ``interleaved_samples``: each ratio compares bursts of
+  one pass, so drift slower than a pass (clocks, temperature) cancels."""
+  r = np.asarray(a, np.float64) / np.asarray(b, np.float64)
+  return tuple(float(x) for x in np.percentile(r, [25, 50, 75]))
 
 
 def mem_bytes(compiled) -> int | None:

@@ -204,3 +204,30 @@ def test_ptxas_report_reads_spills_and_serialized_wgmmas(monkeypatch):
   monkeypatch.setattr(ptxas_report.jax, "default_backend", lambda: "cpu")
   with pytest.raises(SystemExit, match="needs a GPU"):
     ptxas_report.main([])
+
+
+def test_interleaved_samples_pair_each_rep():
+  """Two calls timed by ``interleaved_samples``: one sample per rep each,
+  and ``paired_ratio``'s quartiles of their per-rep ratios (issue 14's
+  table in ``bias_bench`` reads them)."""
+  import jax.numpy as jnp
+  import numpy as np
+  from benchmarks import bias_bench, timing
+
+  x = jnp.ones((64, 64))
+  calls = {"a": (jax.jit(lambda x: x @ x), (x,)),
+           "b": (jax.jit(lambda x: x + 1), (x,))}
+  samples, bursts = timing.interleaved_samples(calls, reps=3, sample_s=1e-3)
+  assert {k: len(v) for k, v in samples.items()} == {"a": 3, "b": 3}
+  assert all(t > 0 for v in samples.values() for t in v)
+  assert min(bursts.values()) >= 1
+  q25, q50, q75 = timing.paired_ratio([2.0, 4.0, 9.0, 3.0], [1.0, 1.0, 3.0, 3.0])
+  assert (q25, q50, q75) == (1.75, 2.5, 3.25)  # ratios 2, 4, 3, 1
+  rows = [dict(cell="4k-N", name=name, fwd_s=1.0, fb_s=float(np.median(xs)),
+               fwd_tflops=1.0, fwdbwd_tflops=1.0, fb_samples=xs)
+          for name, xs in (("mosaic", [1.0, 2.0, 3.0]),
+                           ("mosaic dropout", [1.25, 2.5, 3.0]))]
+  table = bias_bench.table(rows)
+  line = next(l for l in table.splitlines()[-9:]
+              if l.startswith("dropout: mosaic no-drop / dropout"))
+  assert line.split()[-3:] == ["0.800", "[0.800,", "0.900]"]
