@@ -459,7 +459,7 @@ def test_large_dropout_bits_match_helper():
     (128, 0.7, MosaicConfig(overlap_softmax=True, persistent=True,
                             heads_inner=True)),
     (64, 0.1, MosaicConfig(block_kv=256)),
-    (128, 0.5, MosaicConfig(block_kv=192, num_stages=3)),
+    (128, 0.5, MosaicConfig(block_kv=64, num_stages=3)),
     (256, 0.1, None),  # block_kv 64: one word per thread
 ], ids=str)
 def test_producer_keep_bits_match_helper(s, rate, config):
