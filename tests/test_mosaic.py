@@ -411,7 +411,7 @@ def test_check_supported_and_forward_choose_the_config_in_one_place():
   mosaic_forward.check_supported(params, q, q, q, alibi)  # fits: no raise
 
 
-def _dropout_bits(impl, rng, rate, b, n, t, s, broadcast=False, config=None):
+def _dropout_bits(impl, rng, rate, b, n, t, s, broadcast=False):
   """The keep mask a backend applied, read back through its bf16 output: with
   q = 0 every probability is 1 / S and V = I (H = S) puts column j of P
   into output feature j, so out * S * (1 - rate) is the keep mask (to
@@ -421,8 +421,7 @@ def _dropout_bits(impl, rng, rate, b, n, t, s, broadcast=False, config=None):
   v = jnp.broadcast_to(jnp.eye(s, dtype=jnp.bfloat16)[None, :, None, :],
                        (b, s, 1, s))
   out = pf.flash_attention(q, v, v, dropout_rate=rate, dropout_rng=rng,
-                           broadcast_dropout=broadcast, implementation=impl,
-                           config=config)
+                           broadcast_dropout=broadcast, implementation=impl)
   scaled = np.asarray(out, np.float32) * s * (1.0 - rate)  # [B, T, N, S]
   np.testing.assert_allclose(scaled, np.round(scaled), atol=2e-2)
   return np.transpose(np.round(scaled), (0, 2, 1, 3)).astype(bool)
@@ -451,69 +450,6 @@ def test_large_dropout_bits_match_helper():
   rng, shape = jax.random.key(5), (1, 2, 700, 256)
   np.testing.assert_array_equal(_dropout_bits("mosaic", rng, 0.1, *shape),
                                 np.asarray(pf.dropout_mask(rng, shape, 0.1)))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("s,rate,config", [
-    (128, 0.1, MosaicConfig(consumers=3)),
-    (128, 0.7, MosaicConfig(overlap_softmax=True, persistent=True,
-                            heads_inner=True)),
-    (64, 0.1, MosaicConfig(block_kv=256)),
-    (128, 0.5, MosaicConfig(block_kv=64, num_stages=3)),
-    (256, 0.1, None),  # block_kv 64: one word per thread
-], ids=str)
-def test_producer_keep_bits_match_helper(s, rate, config):
-  """On the GPU the forward's producer draws the keep bits and the
-  consumers apply them to P's bf16 pairs (``keep_bits``): exactly the
-  helper's bits for one to four words per thread, two or three consumers,
-  with and without the softmax overlap, rates on both sides of 1/2."""
-  if INTERPRET:
-    pytest.skip("keep_bits runs on the GPU only (inline PTX)")
-  import pallas_flash as pf
-  rng, shape = jax.random.key(13), (2, 3, 333, s)
-  np.testing.assert_array_equal(
-      _dropout_bits("mosaic", rng, rate, *shape, config=config),
-      np.asarray(pf.dropout_mask(rng, shape, rate)))
-
-
-def test_keep_bit_words_layout():
-  """``keep_bits``' packing, emulated in numpy: each (n8 block, row half,
-  entry) of a 256-column tile has its own bit; ``draw_word``'s AND
-  constants put a pair word's two bits (0xFFFF per kept half) in place; the
-  shifts and the sign-replicating PRMT of ``apply_words`` give each bf16
-  pair the mask of its two entries."""
-  from pallas_flash.mosaic import keep_bits as kb
-  full = 0xFFFFFFFF
-
-  def prmt(a, b, sel):  # PTX prmt.b32, default mode
-    src = [(a >> 8 * i) & 0xFF for i in range(4)] + [
-        (b >> 8 * i) & 0xFF for i in range(4)]
-    out = 0
-    for i in range(4):
-      nib = (sel >> 4 * i) & 0xF
-      byte = src[nib & 7]
-      if nib & 8:  # replicate the byte's top bit
-        byte = 0xFF if byte & 0x80 else 0
-      out |= byte << 8 * i
-    return out
-
-  assert sorted(kb.bit_of(n, h, e) for n in range(8) for h in (0, 1)
-                for e in (0, 1)) == list(range(32))
-  rng = np.random.default_rng(0)
-  for _ in range(8):
-    keep = rng.random((32, 2, 2)) < 0.5  # [n, h, e]
-    words = [0] * 4
-    for n in range(32):
-      for e in (0, 1):  # draw_word: the pair's word of (column, rows r, r+8)
-        halves = 0xFFFF * keep[n, 0, e] | 0xFFFF0000 * keep[n, 1, e]
-        words[n // 8] |= halves & (1 << kb.bit_of(n, 0, e)
-                                   | 1 << kb.bit_of(n, 1, e))
-    for n in range(32):
-      for h in (0, 1):
-        w, s = words[n // 8], (n % 8) // 2
-        mask = prmt((w << 2 * s) & full, (w << 2 * s + 1) & full,
-                    kb.prmt_selector(n, h))
-        assert mask == 0xFFFF * keep[n, h, 0] | 0xFFFF0000 * keep[n, h, 1]
 
 
 @pytest.mark.parametrize("config", [None, MosaicConfig(block_kv=64)],

@@ -69,7 +69,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pallas_flash import dropout, masks
-from pallas_flash.mosaic import keep_bits, schedule
+from pallas_flash.mosaic import schedule
 from pallas_flash.mosaic.config import OUT_COLS, MosaicConfig, out_slots
 from pallas_flash.params import KernelParams
 
@@ -88,10 +88,6 @@ _BAR_TURN = 4  # 4 .. 4 + consumers - 1: each consumer's turn
 # Registers per thread (setmaxnreg; 64K per SM, FA3's split): consumers, then
 # the producer, by the number of consumer warpgroups.
 _REGISTERS = {2: (232, 40), 3: (160, 32)}
-# Dropout on the GPU: the producer draws the keep bits (``keep_bits``).  False
-# gives each consumer its own (``DropoutTiles.select``), the form before; it
-# is read at trace time, for A/B runs in one process.
-PRODUCER_KEEP_BITS = True
 
 
 def _round_up(x: int, m: int) -> int:
@@ -670,15 +666,14 @@ class DropoutTiles:
 
 def load_kv_tiles(item: _Item, group: int, block_kv: int, num_stages: int,
                   sync: _Sync, kv_refs, kv_smems, kv_bars, g0=None,
-                  keys=None, after=None):
+                  keys=None):
   """The producer's loop over an item's steps: TMA copies of the K and V
   tiles of step j into ring slot (g0 + j) % num_stages, each slot refilled
   once the consumers released what it held num_stages steps before (the
   forward and the dQ kernel).  ``g0``: ring steps before this item (None:
   the item is the CTA's only one).  ``keys``: (kind, column-key ref [Sp],
   smem [num_stages, block_kv], barriers): the step's dropout column keys,
-  copied with the K (kind 0) or V (1) tile whose release frees them.
-  ``after(j, slot)``: run once step j's copies are issued."""
+  copied with the K (kind 0) or V (1) tile whose release frees them."""
   kv_head = lax.div(item.n, jnp.array(group, item.n.dtype))
 
   @pl.loop(0, item.n_steps)
@@ -695,8 +690,6 @@ def load_kv_tiles(item: _Item, group: int, block_kv: int, num_stages: int,
         _, col_ref, key_smem, key_bars = keys
         plgpu.copy_gmem_to_smem(col_ref.at[rows[1]], key_smem.at[slot],
                                 key_bars.at[slot])
-    if after is not None:
-      after(j, slot)
 
 
 def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
@@ -723,23 +716,18 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
   q_seg_ref, kv_seg_ref, mask_ref, refs = mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
   drop = DropoutTiles.pop(refs, rate, (block_q, block_kv), 0)
-  # On the GPU the producer draws the keep bits (``keep_bits``).
-  bits = drop is not None and not interpret and PRODUCER_KEEP_BITS
   out_ref, lse_ref = refs
   dtype = q_ref.dtype
   head_dim = q_ref.shape[-1]
   bq, bk = block_q, block_kv
 
   def entry(smem, barriers):
-    q_smems, k_smems, v_smems, o_smems, lse_smems, *drop_smem = smem
+    q_smems, k_smems, v_smems, o_smems, lse_smems, *key_smem = smem
     q_bars, k_bars, v_bars, *interpret_bars = barriers
     # dropout: the column keys of each step's key tile, [num_stages, bk]
-    # int32, copied into the ring with V (``load_kv_tiles``); with ``bits``
-    # the producer's keep-bit words, [num_stages, consumers, bk // 64, 128]
-    # int32, one barrier per (slot, consumer)
-    word_bars = interpret_bars.pop() if bits else None
+    # int32, copied into the ring with V (``load_kv_tiles``)
+    key_smem = key_smem[0] if drop is not None else None
     key_bars = interpret_bars.pop() if drop is not None else None
-    key_smem, word_smem = (drop_smem + [None, None])[:2]
     wg = lax.axis_index("wg")
     sync = _Sync(wg, consumers, num_stages,
                  interpret_bars if interpret else None)
@@ -811,17 +799,10 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         fold = alibi and folds_alibi(scale, cap)
         if alibi:
           slope2 = slopes_ref[b, n]
-        if drop is not None and not bits:
+        if drop is not None:
           drop_rows = drop.rows(b, n, pl.ds(q_base, bq))
 
         def to_pv(p, j):  # P as the P V GEMM takes it: dropout's zeros in
-          if bits:  # the producer's keep-bit words of step j
-            slot = slot_of(j)
-            plgpu.barrier_wait(word_bars.at[slot * consumers + wg])
-            words = [plgpu.load(word_smem.at[slot, wg, w],
-                                layout=keep_bits.WORD, optimized=False)
-                     for w in range(bk // keep_bits.WORD_COLS)]
-            return keep_bits.apply_words(p, words, dtype)
           if drop is not None:  # (step j's column keys came with V(j))
             cols = drop.ring_cols(key_smem, key_bars, slot_of(j))
             (p,) = drop.select([(p, None)], drop_rows, cols, interpret)
@@ -1066,37 +1047,12 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
     def _producer():
       plgpu.set_max_registers(_REGISTERS[consumers][1], action="decrease")
 
-      def draw_words(item: _Item):
-        """-> after(j, slot) for ``load_kv_tiles``: once step j's column
-        keys have landed, each consumer's keep-bit words of step j
-        (``keep_bits.draw_word``), then that consumer's barrier."""
-        rows = [[plgpu.load(ref.at[item.b, item.n, pl.ds(
-            item.qt * (consumers * bq) + c * bq, bq)], layout=_ROW,
-                            optimized=False)
-                 for ref in (drop.add_ref, drop.mul_ref)]
-                for c in range(consumers)]
-        wc = keep_bits.WORD_COLS
-        tile = lambda x, dim: lax.broadcast_in_dim(x, (bq, wc), [dim])
-
-        def after(j, slot):
-          plgpu.barrier_wait(key_bars.at[slot])
-          for w in range(bk // wc):
-            cols = tile(plgpu.load(key_smem.at[slot, pl.ds(w * wc, wc)],
-                                   layout=_COL, optimized=False), 1)
-            for c in range(consumers):
-              word_smem.at[slot, c, w][...] = keep_bits.draw_word(
-                  [tile(x, 0) for x in rows[c]], cols, drop.thresh, w)
-          for c in range(consumers):
-            plgpu.barrier_arrive(word_bars.at[slot * consumers + c])
-        return after
-
       def run_item(i, g0):
         item = work_item(i, lengths=False)
         load_kv_tiles(item, group, bk, num_stages, sync, (k_ref, v_ref),
                       (k_smems, v_smems), (k_bars, v_bars), g0,
                       (1, drop.col_ref, key_smem, key_bars)
-                      if drop is not None else None,
-                      draw_words(item) if bits else None)
+                      if drop is not None else None)
         return g0 + item.n_steps
 
       steps = items.run(run_item)
@@ -1121,9 +1077,6 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
   )
   if rate > 0.0:  # dropout column keys, with V (``load_kv_tiles``)
     smem += (plgpu.SMEM((num_stages, bk), jnp.int32),)
-  if bits:  # the producer's keep-bit words
-    smem += (plgpu.SMEM((num_stages, consumers, bk // keep_bits.WORD_COLS,
-                         _WG_THREADS), jnp.int32),)
   barriers = (
       plgpu.Barrier(num_barriers=consumers),  # Q loaded
       plgpu.Barrier(num_barriers=num_stages),  # K slot loaded
@@ -1137,8 +1090,6 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
     )
   if rate > 0.0:  # dropout column keys landed
     barriers += (plgpu.Barrier(num_barriers=num_stages),)
-  if bits:  # a consumer's keep-bit words written
-    barriers += (plgpu.Barrier(num_barriers=num_stages * consumers),)
   pl.run_scoped(entry, smem, barriers, collective_axes="wg")
 
 
