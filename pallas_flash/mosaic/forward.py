@@ -64,7 +64,6 @@ from jax.experimental.mosaic import gpu as mgpu
 from jax.experimental.mosaic.gpu import utils as mgpu_utils
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import arith as arith_dialect
-from jaxlib.mlir.dialects import scf as scf_dialect
 from jaxlib.mlir.dialects import vector as vector_dialect
 import jax.numpy as jnp
 import numpy as np
@@ -89,70 +88,6 @@ _BAR_TURN = 4  # 4 .. 4 + consumers - 1: each consumer's turn
 # Registers per thread (setmaxnreg; 64K per SM, FA3's split): consumers, then
 # the producer, by the number of consumer warpgroups.
 _REGISTERS = {2: (232, 40), 3: (160, 32)}
-# Lazy rescaling (FlashAttention-4's): a row's running max, the reference of
-# its exp2, moves only when a tile's max exceeds it by more than this (base-2
-# units), so P <= 2^8 and most steps skip O's rescale.  None: the max moves
-# with every increase and O is rescaled every step (the form before; read at
-# trace time, for A/B runs in one process).
-RESCALE_THRESHOLD = 8.0
-
-
-def running_max(m_i, candidate):
-  """The new reference max of the online softmax (FA-2 Alg. 1 line 9):
-  ``candidate`` = max(m_i, the tile's row max), taken only where it exceeds
-  m_i by more than ``RESCALE_THRESHOLD`` (always on a row's first visited
-  tile: m_i = -inf); else m_i stays.  Exact either way: l and O share the
-  reference, and P = exp2(s - m) <= 2^threshold."""
-  if RESCALE_THRESHOLD is None:
-    return candidate
-  return jnp.where(candidate - m_i > RESCALE_THRESHOLD, candidate, m_i)
-
-
-def rescale_factor(m_i, m_new):
-  """alpha = exp2(m_i - m_new), exactly 1.0 where the max stayed."""
-  alpha = jnp.exp2(m_i - m_new)
-  return alpha if RESCALE_THRESHOLD is None else jnp.where(
-      m_new == m_i, 1.0, alpha)
-
-
-def rescale(acc, alpha, interpret: bool):
-  """acc * alpha (row-wise; FA-2 Alg. 1 line 10).  On the GPU with
-  ``RESCALE_THRESHOLD``, a thread whose rows all keep alpha = 1 skips the
-  multiplies (a branch around them; a warp runs them if any of its lanes
-  needs them), as FlashAttention-4 does."""
-  alpha_t = lax.broadcast_in_dim(alpha, acc.shape, [0])
-  if interpret or RESCALE_THRESHOLD is None:
-    return acc * alpha_t
-
-  @plgpu.inline_mgpu(arg_types=(_WGMMA, _WGMMA),
-                     return_type=plgpu.ShapeDtypeStruct(acc.shape, jnp.float32,
-                                                        layout=_WGMMA))
-  def body(_, x, a):
-    f32 = ir.F32Type.get()
-    one = arith_dialect.constant(f32, 1.0)
-    idxs = list(np.ndindex(x.registers.shape))
-    cond = None
-    for idx in idxs:
-      if idx[1] != 0:  # one column block holds every row's alpha
-        continue
-      ne = arith_dialect.cmpf(arith_dialect.CmpFPredicate.UNE,
-                              vector_dialect.extract(a.registers[idx], [], [0]),
-                              one)
-      cond = ne if cond is None else arith_dialect.ori(cond, ne)
-    regs = [x.registers[idx] for idx in idxs]
-    branch = scf_dialect.IfOp(cond, [r.type for r in regs], has_else=True)
-    with ir.InsertionPoint(branch.then_block):
-      scf_dialect.YieldOp([arith_dialect.mulf(r, a.registers[idx])
-                           for r, idx in zip(regs, idxs)])
-    with ir.InsertionPoint(branch.else_block):
-      scf_dialect.YieldOp(regs)
-    out = np.empty(x.registers.shape, object)
-    for idx, r in zip(idxs, branch.results):
-      out[idx] = r
-    return mgpu.FragmentedArray(_registers=out, _layout=x.layout,
-                                _is_signed=None)
-
-  return body(acc, alpha_t)
 
 
 def _round_up(x: int, m: int) -> int:
@@ -899,9 +834,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           the max of the true logits)."""
           def max_and_shift(row_max):  # -> m_new, what exp2 subtracts
             if fold:
-              m_new = running_max(m_i, jnp.maximum(m_i, row_max + ab.q_vec))
+              m_new = jnp.maximum(m_i, row_max + ab.q_vec)
               return m_new, m_new - ab.q_vec
-            m_new = running_max(m_i, jnp.maximum(m_i, row_max))
+            m_new = jnp.maximum(m_i, row_max)
             return m_new, m_new
 
           bcast = lambda x: lax.broadcast_in_dim(x, s.shape, [0])
@@ -951,8 +886,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           # -- update m_i and l_i (base 2)
           m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked,
                                   ab=ab)
-          alpha = rescale_factor(m_i, m_new)
-          acc = rescale(acc, alpha, interpret)
+          alpha = jnp.exp2(m_i - m_new)
+          acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
           l_i = l_i * alpha
           p16 = to_pv(p, j)
           if head_dim <= 128:
@@ -996,7 +931,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             sync.release(0, slot)
             m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked,
                                     ab=ab)
-            alpha = rescale_factor(m_i, m_new)
+            alpha = jnp.exp2(m_i - m_new)
             return m_new, l_i * alpha + p.sum(axis=1), to_pv(p, j), alpha
 
           if interpret:
@@ -1024,7 +959,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                 (plgpu.ACC.init(acc),
                  plgpu.ACC.init(zeros_s if init is None else init), *outs))
           pl.when(j > 0)(lambda: sync.release(1, prev))
-          acc = rescale(acc, alpha, interpret)
+          acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
           return acc, m_new, l_new, p16
 
         def load_next_q():  # Q is no longer read: fetch the next item's
