@@ -18,3 +18,7 @@ nvidia-smi -q -d PERFORMANCE | grep -A6 "Event Reasons Counters" >> $OUT/${R}_de
 cat $OUT/${R}_device.txt
 awk -F', ' 'NR>1 {n++; c+=$2; if ($2<m||m=="") m=$2; if ($3>t) t=$3} END {print "sm clock mean", c/n, "min", m, "max temp", t}' $OUT/${R}_clocks.csv
 for f in $OUT/${R}_s*.log; do grep -A20 "^fwd+bwd time ratios" $f; done
+# then the dropout forward on three consumers at S16k C (the rule takes them from 32k), the backward's A/B tool
+timeout $((595-(SECONDS-T0))) python3 benchmarks/results/dropout_bwd_2026-11-24_h100/drop_ab.py d128-16k-C fwd:consumers=3,persistent=False > $OUT/${R}_fwd3.log 2>&1
+echo "$R fwd3 rc $? $((SECONDS-T0)) s"
+grep -E "^d|^  " $OUT/${R}_fwd3.log
