@@ -166,12 +166,16 @@ class MosaicConfig:
     paired keep bits (run 75, 2026-11-24): 516 vs 455, 488 vs 429 (S4k N /
     C), 525 vs 464 (S16k C).  Not measured at d256, which keeps it.
 
-    dropout at d128 causal with q_seqlen and kv_seqlen >= 32768: three
+    dropout at d128 causal with q_seqlen and kv_seqlen >= 16384: three
     consumers, not persistent (no softmax overlap, as above).  H100,
     2026-11-24, run 106 (forward / fwd+bwd TFLOP/s with dropout 0.1, three
     against two consumers, one process): S32k 556 / 417 vs 489 / 411, S128k
     584 / 446 vs 526 / 436; S16k 517 / 402 vs 489 / 410 and S8k 436 / 382
-    vs 502 / 379 (fwd+bwd level or lower: not taken).  Not with ALiBi
+    vs 502 / 379 (S8k not taken).  S16k from run 152 on: its forward read
+    +2.5% (run 93), +5.7% (run 106), +3% (run 141) and +2.5% (run 152:
+    534 vs 521) over two consumers, and the backward does not change, so
+    fwd+bwd gains the forward's share (run 106's fwd+bwd reading of -2% is
+    the spread of the same backward).  Not with ALiBi
     (three consumers serialize its wgmmas, ptxas note C7512, run 112), a
     window or every tile masked, as for the non-causal rule above.
     """
@@ -192,7 +196,7 @@ class MosaicConfig:
       cfg = dataclasses.replace(cfg, overlap_softmax=False, persistent=False)
     if dropout and key[0] == 128:
       cfg = dataclasses.replace(cfg, overlap_softmax=False)
-    if dropout and key == (128, True) and shorter >= 32768 and three_fit:
+    if dropout and key == (128, True) and shorter >= 16384 and three_fit:
       cfg = dataclasses.replace(cfg, consumers=3, persistent=False)
     return cfg
 
