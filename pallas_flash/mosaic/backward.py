@@ -66,6 +66,12 @@ _WGMMA, _ROW, _COL = fwd._WGMMA, fwd._ROW, fwd._COL
 segment_ids = fwd.segment_ids
 _LOG2E = math.log2(math.e)
 _TILED = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+# Dropout in the two-kernel dK/dV kernel: dS^T / r = P^T (Z dP^T - delta')
+# = (Z P^T) dP^T - P^T delta', from the kept Z P^T that dV takes anyway and
+# a dP^T GEMM started at 0: a multiply and a multiply-add per score instead
+# of a second select (on dP^T - delta') and a multiply.  False: the select
+# (the form before; read at trace time, for A/B runs).
+DS_FROM_KEPT = True
 
 
 def _config(params: KernelParams, q, k, arrays: masks.MaskArrays | None
@@ -234,10 +240,11 @@ def _logits2(s, scale: float, cap: float | None):
   return th * (cap * _LOG2E), th
 
 
-def _ds(p, dp_minus_delta, th):
+def _ds(p, dp_minus_delta, th, plus=None):
   """dS = P * (dP - delta) (Alg. 2 line 14), through the soft-cap's tanh;
-  the softmax scale is applied once to dK / dQ at the end."""
-  ds = p * dp_minus_delta
+  the softmax scale is applied once to dK / dQ at the end.  ``plus``: a
+  tile added to the product (``DS_FROM_KEPT``)."""
+  ds = p * dp_minus_delta if plus is None else p * dp_minus_delta + plus
   if th is not None:
     ds = ds * (1.0 - th * th)
   return ds
@@ -796,9 +803,13 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         p = jnp.exp2(x if lse2_left is None else x - lse2_left)
         return (p,) if th is None else (p, th)
 
+      kept_ds = drop is not None and xchg is None and DS_FROM_KEPT
       if xchg is None:  # P^T computed while the dP^T wgmma runs
         p_th, dp = _scores(((kv.products(0, q_smem), s_init),
-                            (kv.products(1, do_smem), dp_init)), interpret,
+                            (kv.products(1, do_smem),
+                             plgpu.layout_cast(jnp.zeros((bk, bq), jnp.float32),
+                                               _WGMMA) if kept_ds else dp_init)),
+                           interpret,
                            on_first=probs, n_first=1 if cap is None else 2)
         stagger.go(g0 + i)
       elif w == 0:  # S^T here, dP^T - delta from consumer 1
@@ -818,7 +829,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       parity = lax.rem(i, 2)
       if drop is not None:  # Z P^T for dV; Z dP^T - delta' for dS^T
         drop_rows = drop.ring_rows(key_smem, key_bars, slot)
-        if xchg is None:
+        if kept_ds:  # (dP^T's GEMM started at 0: dp = dP^T)
+          (p_pv,) = drop.select([(p, None)], drop_rows, drop_cols, interpret)
+        elif xchg is None:
           p_pv, dp = drop.select([(p, None), (dp, dp_init)], drop_rows,
                                  drop_cols, interpret)
         else:  # (split_head_dim: dP^T comes below)
@@ -827,7 +840,11 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         p_pv = p
 
       def ds_t():  # computed while the dV wgmma runs
-        ds = _ds(p, dp, th).astype(dtype)
+        if kept_ds:  # (Z P^T) dP^T - P^T delta'
+          ds = _ds(p_pv, dp, th, p * dp_init)
+        else:
+          ds = _ds(p, dp, th)
+        ds = ds.astype(dtype)
         if fused:  # this consumer's rows of the dQ GEMM's A operand dS^T
           # (dK's A operand stays ds in registers: from shared memory it
           # spilled more, run 19)
