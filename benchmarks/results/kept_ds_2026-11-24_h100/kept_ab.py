@@ -29,16 +29,18 @@ for cell in sys.argv[1].split(","):
       q, k, v, is_causal=causal, implementation="mosaic", dropout_rate=RATE,
       dropout_rng=rng)
 
-  def fb(q, k, v, do):
-    _, vjp = jax.vjp(attn, q, k, v)
-    return vjp(do)
+  def make_fb():  # a fresh function per compile: jit's trace cache is
+    def fb(q, k, v, do):  # keyed on the function, and the switch is read
+      _, vjp = jax.vjp(attn, q, k, v)  # when tracing (run 154 reused one
+      return vjp(do)  # trace for both forms)
+    return fb
 
   calls = {"fwd": (jax.jit(attn).lower(q, k, v).compile(), (q, k, v))}
   grads = {}
   for form, on in (("old", False), ("kept", True)):
     backward.DS_FROM_KEPT = on  # read when the kernel is traced
     for rep in "ab":
-      cf = jax.jit(fb).lower(q, k, v, do).compile()
+      cf = jax.jit(make_fb()).lower(q, k, v, do).compile()
       calls[f"{form} {rep}"] = (cf, (q, k, v, do))
       grads[form] = cf(q, k, v, do)
   backward.DS_FROM_KEPT = True
