@@ -36,10 +36,17 @@ Dropout (``fwd.DropoutTiles``: the forward's keep bits Z, regenerated per
 tile from the row / column keys, nothing N x N stored), in the form of the
 Triton backward (``triton/backward.py``): with r = 1 / (1 - rate),
 dV += r (Z P)^T dO and dS = r P * (Z dP - delta'), delta' = (1 - rate)
-delta scaled once in XLA.  The dP GEMM starts at -delta' as without
-dropout, so Z dP - delta' is a select between that accumulator and its
-init; r leaves the loops (dK, dV, dQ scaled once in the epilogue).  Both kernels visit exactly the tiles the forward did: their tile
-tables come from ``forward.tile_table`` (``masks.kv_bounds`` /
+delta scaled once in XLA.  The dQ kernel's dP GEMM starts at -delta' as
+without dropout, so Z dP - delta' is a select between that accumulator and
+its init.  The dK/dV kernel (two-kernel and fused) instead takes
+dS^T / r = (Z P^T) dP^T - P^T delta' from the Z P^T that dV needs anyway and
+a dP^T GEMM started at 0: a multiply and a multiply-add per score in place
+of a second select (H100 runs 154-155, 2026-11-24, fwd+bwd +1.8% at S16k C,
++3.7% at S16k N, level at S4k; benchmarks/results/kept_ds_2026-11-24_h100).
+r leaves the loops (dK, dV, dQ scaled once in the epilogue).
+
+Both kernels visit exactly the tiles the forward did: their tile tables come
+from ``forward.tile_table`` (``masks.kv_bounds`` /
 ``masks.q_bounds``), edge tiles get the element-wise mask of ``masks``, the
 rest none.  Fully masked rows carry lse = +inf, so P = 0 there and their
 gradients are 0.
@@ -66,12 +73,6 @@ _WGMMA, _ROW, _COL = fwd._WGMMA, fwd._ROW, fwd._COL
 segment_ids = fwd.segment_ids
 _LOG2E = math.log2(math.e)
 _TILED = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
-# Dropout in the two-kernel dK/dV kernel: dS^T / r = P^T (Z dP^T - delta')
-# = (Z P^T) dP^T - P^T delta', from the kept Z P^T that dV takes anyway and
-# a dP^T GEMM started at 0: a multiply and a multiply-add per score instead
-# of a second select (on dP^T - delta') and a multiply.  False: the select
-# (the form before; read at trace time, for A/B runs).
-DS_FROM_KEPT = True
 
 
 def _config(params: KernelParams, q, k, arrays: masks.MaskArrays | None
@@ -243,7 +244,7 @@ def _logits2(s, scale: float, cap: float | None):
 def _ds(p, dp_minus_delta, th, plus=None):
   """dS = P * (dP - delta) (Alg. 2 line 14), through the soft-cap's tanh;
   the softmax scale is applied once to dK / dQ at the end.  ``plus``: a
-  tile added to the product (``DS_FROM_KEPT``)."""
+  tile added to the product (dropout's -P delta' in the dK/dV kernel)."""
   ds = p * dp_minus_delta if plus is None else p * dp_minus_delta + plus
   if th is not None:
     ds = ds * (1.0 - th * th)
@@ -803,7 +804,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         p = jnp.exp2(x if lse2_left is None else x - lse2_left)
         return (p,) if th is None else (p, th)
 
-      kept_ds = drop is not None and xchg is None and DS_FROM_KEPT
+      kept_ds = drop is not None and xchg is None  # (module docstring)
       if xchg is None:  # P^T computed while the dP^T wgmma runs
         p_th, dp = _scores(((kv.products(0, q_smem), s_init),
                             (kv.products(1, do_smem),
@@ -829,13 +830,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       parity = lax.rem(i, 2)
       if drop is not None:  # Z P^T for dV; Z dP^T - delta' for dS^T
         drop_rows = drop.ring_rows(key_smem, key_bars, slot)
-        if kept_ds:  # (dP^T's GEMM started at 0: dp = dP^T)
-          (p_pv,) = drop.select([(p, None)], drop_rows, drop_cols, interpret)
-        elif xchg is None:
-          p_pv, dp = drop.select([(p, None), (dp, dp_init)], drop_rows,
-                                 drop_cols, interpret)
-        else:  # (split_head_dim: dP^T comes below)
-          (p_pv,) = drop.select([(p, None)], drop_rows, drop_cols, interpret)
+        # (split_head_dim: Z dP^T - delta' comes below)
+        (p_pv,) = drop.select([(p, None)], drop_rows, drop_cols, interpret)
       else:
         p_pv = p
 
