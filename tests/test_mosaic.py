@@ -191,7 +191,7 @@ SLOW = [
       n=2, k=2, h=128, dropout=0.1, config=MosaicConfig.default(
           128, False, kv_seqlen=16411, dropout=True)),
     # The dropout default from T = S = 16384 on at d128 causal (three
-    # consumers, not persistent; from 32768 before run 152), on fewer rows.
+    # consumers, not persistent; from 32768 before run 153), on fewer rows.
     M("dropout d128 S16k causal default 3 consumers", b=2, t=300, s=333,
       n=2, k=1, h=128, causal=True, bottom_right=True, dropout=0.1,
       q_lengths=(300, 150), config=MosaicConfig.default(

@@ -171,8 +171,8 @@ class MosaicConfig:
     2026-11-24, run 106 (forward / fwd+bwd TFLOP/s with dropout 0.1, three
     against two consumers, one process): S32k 556 / 417 vs 489 / 411, S128k
     584 / 446 vs 526 / 436; S16k 517 / 402 vs 489 / 410 and S8k 436 / 382
-    vs 502 / 379 (S8k not taken).  S16k from run 152 on: its forward read
-    +2.5% (run 93), +5.7% (run 106), +3% (run 141) and +2.5% (run 152:
+    vs 502 / 379 (S8k not taken).  S16k from run 153 on: its forward read
+    +2.5% (run 93), +5.7% (run 106), +3% (run 135) and +2.5% (run 152:
     534 vs 521) over two consumers, and the backward does not change, so
     fwd+bwd gains the forward's share (run 106's fwd+bwd reading of -2% is
     the spread of the same backward).  Not with ALiBi
