@@ -598,6 +598,10 @@ BACKWARD = [
     # their split_head_dim exchange (d256) and the fused fixed-point kernel.
     B("bwd dropout d128 (dK/dV and dQ kernels) gqa 2/1 causal ragged", n=2,
       k=1, h=128, t=70, s=130, causal=True, bottom_right=True, dropout=0.2),
+    # The dK/dV kernel's dS^T from the kept Z P^T, through the soft-cap's
+    # tanh factor (d64's dropout default: two kernels).
+    B("bwd dropout soft-cap d64 two kernels", n=2, k=1, t=90, s=70,
+      causal=True, soft_cap=4.0, dropout=0.3),
     # d128's dropout default from T, S >= 16k where causal: 128-key dQ
     # steps and staggered consumers (on fewer rows; batch row 1 has none).
     B("bwd dropout d128 causal S16k default (stagger, 128-key dQ steps)",
