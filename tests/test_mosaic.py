@@ -314,23 +314,15 @@ def test_config_default_d128_causal_long_dropout_takes_three_consumers():
     assert cfg.consumers == 2, other
 
 
-def test_backward_config_default_d128_by_dropout_alibi_and_length():
+def test_backward_config_default_d128_by_dropout_and_alibi():
   """Q in registers and staggered consumers without dropout (no stagger with
-  ALiBi where non-causal); with dropout 128-key dQ steps, staggered where
-  causal from T, S >= 16k."""
+  ALiBi where non-causal); with dropout 128-key dQ steps, no stagger."""
   for causal in (False, True):
     plain = MosaicBackwardConfig.default(128, causal)
     drop = MosaicBackwardConfig.default(128, causal, dropout=True)
     assert plain.dq_rows_in_registers == 1 and plain.stagger_consumers
     assert drop.dq_rows_in_registers == 0 and not drop.stagger_consumers
     assert drop.block_kv_dq == 128
-    # with dropout the stagger from T, S >= 16k where causal (the shorter)
-    long = MosaicBackwardConfig.default(128, causal, dropout=True,
-                                        kv_seqlen=16384)
-    assert long.stagger_consumers == causal and long.block_kv_dq == 128
-    assert not MosaicBackwardConfig.default(
-        128, causal, dropout=True, kv_seqlen=16384,
-        q_seqlen=4096).stagger_consumers
   # ALiBi: no stagger where non-causal (without dropout)
   alibi = MosaicBackwardConfig.default(128, False, alibi=True)
   assert alibi.dq_rows_in_registers == 1 and not alibi.stagger_consumers
@@ -602,12 +594,13 @@ BACKWARD = [
     # tanh factor (d64's dropout default: two kernels).
     B("bwd dropout soft-cap d64 two kernels", n=2, k=1, t=90, s=70,
       causal=True, soft_cap=4.0, dropout=0.3),
-    # d128's dropout default from T, S >= 16k where causal: 128-key dQ
-    # steps and staggered consumers (on fewer rows; batch row 1 has none).
-    B("bwd dropout d128 causal S16k default (stagger, 128-key dQ steps)",
+    # 128-key dQ steps and staggered consumers with dropout (d128's dropout
+    # default from T, S >= 16k where causal in runs 136-157; batch row 1
+    # has no queries).
+    B("bwd dropout d128 causal stagger, 128-key dQ steps",
       b=2, n=2, k=1, h=128, t=100, s=130, causal=True, q_lengths=(100, 0),
-      dropout=0.2, config=MosaicBackwardConfig.default(
-          128, True, dropout=True, kv_seqlen=16384)),
+      dropout=0.2, config=MosaicBackwardConfig(block_kv_dq=128,
+                                               stagger_consumers=True)),
     B("bwd dropout d256 (split head dim) causal ragged", h=256, t=64, s=100,
       causal=True, dropout=0.3),
     B("bwd dropout fused fixed point gqa 2/1 causal", n=2, k=1, t=100, s=130,
@@ -709,10 +702,10 @@ SLOW_BACKWARD = [
       alibi=True, config=MosaicBackwardConfig(fused=True)),
     B("bwd dropout S2k causal d128 gqa", b=2, t=2048, s=2048, n=8, k=2,
       h=128, causal=True, dropout=0.1),
-    B("bwd dropout S2k causal d128 lengths, the S16k default (stagger)",
+    B("bwd dropout S2k causal d128 lengths, stagger, 128-key dQ steps",
       b=2, t=2048, s=2000, n=4, k=2, h=128, causal=True, dropout=0.1,
-      q_lengths=(2048, 700), config=MosaicBackwardConfig.default(
-          128, True, dropout=True, kv_seqlen=16384)),
+      q_lengths=(2048, 700), config=MosaicBackwardConfig(
+          block_kv_dq=128, stagger_consumers=True)),
     B("bwd dropout S1k d64 (fused fixed point) ragged lengths", b=2, t=1000,
       s=1025, n=4, k=4, q_lengths=(1000, 0), kv_lengths=(1025, 300),
       dropout=0.1, config=MosaicBackwardConfig(

@@ -83,7 +83,6 @@ def _config(params: KernelParams, q, k, arrays: masks.MaskArrays | None
                                              MosaicConfig) else None
   cfg = cfg or MosaicBackwardConfig.default(
       hp, params.spec.is_causal, params.dropout_rate > 0.0,
-      kv_seqlen=k.shape[1], q_seqlen=q.shape[1],
       alibi=arrays is not None and arrays.alibi_slopes is not None)
   if cfg.split_head_dim:  # each consumer's share of columns: 64s
     hp = fwd._round_up(hp, 64 * cfg.consumers)

@@ -426,12 +426,11 @@ class MosaicBackwardConfig:
 
   @classmethod
   def default(cls, head_dim: int, causal: bool, dropout: bool = False,
-              kv_seqlen: int = 0, q_seqlen: int = 0,
               alibi: bool = False) -> "MosaicBackwardConfig":
-    """The entry for a (padded) head dim; see docs/mosaic.md.  The
-    sequence lengths (0: unknown; ``q_seqlen`` 0: as ``kv_seqlen``) decide
-    only d128 with dropout, as in ``MosaicConfig.default``: the shorter one.
-    ``alibi`` decides only d128 non-causal without dropout.
+    """The entry for a (padded) head dim; see docs/mosaic.md.  ``alibi``
+    decides only d128 non-causal without dropout.  (From run 136 to run
+    159 the sequence lengths decided d128 with dropout: the stagger from
+    T, S >= 16k where causal.)
 
     Measured on an H100, 2026-11-22, backward TFLOP/s in one run each:
     * d64: 128-row query steps in the dK/dV kernel (run 11: S4k N 377 vs
@@ -483,8 +482,12 @@ class MosaicBackwardConfig:
       +0.9% (run 100).  With dropout: the next entry.  In the fused
       kernel: d64's default level (run 98: -2.4 to +1.4%), d128's fixed
       point -3 / +2%, its f32 adds +6 / +2%.
-    * d128 with dropout: 128-key dQ steps (``block_kv_dq=128``), and from
-      T, S >= 16k where causal, staggered consumers too.  H100, 2026-11-24,
+    * d128 with dropout: 128-key dQ steps (``block_kv_dq=128``), no
+      stagger.  From T, S >= 16k where causal it also took the stagger
+      (below) until the dK/dV kernel's kept dS^T (runs 154-155); then the
+      stagger lost there: S16k C backward without / with +6.0 / +4.3%
+      (run 158), +2.0 / +3.3% (run 159), two executables each, bitwise
+      equal (benchmarks/results/kept_ds_2026-11-24_h100).  H100, 2026-11-24,
       runs 136-137 (``drop_ab.py``, dropout 0.1, backward TFLOP/s against
       the 64-key default of the same process, two executables each):
       128-key steps S16k C +1 / +5%, +5 / +5%; S4k C +4 / +3%, +4 / +4%;
@@ -509,8 +512,6 @@ class MosaicBackwardConfig:
     if head_dim > 128:
       return cls(split_head_dim=True)
     if dropout:
-      shorter = _shorter(q_seqlen, kv_seqlen)
-      return cls(block_kv_dq=128,
-                 stagger_consumers=causal and shorter >= 16384)
+      return cls(block_kv_dq=128)
     return cls(dq_rows_in_registers=1,
                stagger_consumers=causal or not alibi)
