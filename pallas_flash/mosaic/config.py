@@ -20,12 +20,6 @@ def out_slots(head_dim: int) -> int:
   return min(2, -(-head_dim // OUT_COLS))
 
 
-def _shorter(q_seqlen: int, kv_seqlen: int) -> int:
-  """The length both defaults' sequence-length rules read: the shorter of
-  the two (0: unknown; ``q_seqlen`` 0: as ``kv_seqlen``)."""
-  return min(q_seqlen or kv_seqlen, kv_seqlen)
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MosaicConfig:
   """Blocks of the warp-specialised forward.
@@ -187,7 +181,7 @@ class MosaicConfig:
       cfg = dataclasses.replace(cfg, block_kv=128, consumers=3)
     # d128's three-consumer rules (below): the shorter sequence decides, and
     # ALiBi, a window or every tile masked keep two consumers
-    shorter = _shorter(q_seqlen, kv_seqlen)
+    shorter = min(q_seqlen or kv_seqlen, kv_seqlen)  # (0: unknown)
     three_fit = not (alibi or window or every_tile_masked)
     if key == (128, False) and shorter >= 16384 and three_fit:
       cfg = dataclasses.replace(cfg, consumers=3, persistent=False,
@@ -485,9 +479,9 @@ class MosaicBackwardConfig:
     * d128 with dropout: 128-key dQ steps (``block_kv_dq=128``), no
       stagger.  From T, S >= 16k where causal it also took the stagger
       (below) until the dK/dV kernel's kept dS^T (runs 154-155); then the
-      stagger lost there: S16k C backward without / with +6.0 / +4.3%
-      (run 158), +2.0 / +3.3% (run 159), two executables each, bitwise
-      equal (benchmarks/results/kept_ds_2026-11-24_h100).  H100, 2026-11-24,
+      stagger lost there: S16k C backward without it, against the
+      staggered default, +6.0 / +4.3% (run 158) and +2.0 / +3.3% (run 159),
+      two executables each, gradients bitwise equal (benchmarks/results/kept_ds_2026-11-24_h100).  H100, 2026-11-24,
       runs 136-137 (``drop_ab.py``, dropout 0.1, backward TFLOP/s against
       the 64-key default of the same process, two executables each):
       128-key steps S16k C +1 / +5%, +5 / +5%; S4k C +4 / +3%, +4 / +4%;
