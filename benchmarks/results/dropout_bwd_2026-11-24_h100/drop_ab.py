@@ -12,7 +12,9 @@ the same loop; the backward's time is fwd+bwd less the default forward.
 With ``AB_FEATURE=alibi`` (run 142 on) the same A/B with ALiBi (bwd_bench's
 slopes) instead of dropout, against the ALiBi defaults.  From run 142 on the
 default backward config also gets the cell's sequence length; in runs 140-141
-it did not (so at S16k C their default lacked the stagger).
+it did not (so at S16k C their default lacked the stagger).  After run 159
+the default reads no lengths (``kv_seqlen`` dropped from the call) and takes
+``alibi`` (before, the ALiBi A/Bs' baseline was the no-ALiBi default).
 """
 import dataclasses
 import os
@@ -40,7 +42,7 @@ for cell in cells:
   fwd_default = MosaicConfig.default(h, causal, kv_seqlen=t, dropout=not ALIBI,
                                      alibi=ALIBI)
   bwd_default = MosaicBackwardConfig.default(h, causal, dropout=not ALIBI,
-                                             kv_seqlen=t)
+                                             alibi=ALIBI)
   feature = (dict(alibi_slopes=alibi_slopes(n)) if ALIBI else
              dict(dropout_rate=RATE, dropout_rng=rng))
   fwd_configs, bwd_configs = {"default": fwd_default}, {"default": bwd_default}
