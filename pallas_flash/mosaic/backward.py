@@ -75,7 +75,7 @@ _LOG2E = math.log2(math.e)
 _TILED = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
 
 
-def _config(params: KernelParams, q, k, arrays: masks.MaskArrays | None
+def _config(params: KernelParams, q, arrays: masks.MaskArrays | None
             ) -> tuple[int, MosaicBackwardConfig]:
   """(padded head dim, the backward config: given or the table's default)."""
   hp = fwd._round_up(q.shape[-1], 64)
@@ -93,7 +93,7 @@ def check_supported(params: KernelParams, q, k, v,
                     arrays: masks.MaskArrays | None = None) -> None:
   """Raises NotImplementedError for valid input this backward cannot take."""
   fwd.check_supported(params, q, k, v)  # dtype, device, config type
-  hp, cfg = _config(params, q, k, arrays)
+  hp, cfg = _config(params, q, arrays)
   if hp > 128 and not cfg.split_head_dim:
     # dK and dV accumulators of [64, hp] f32 take hp registers per thread.
     raise NotImplementedError(
@@ -1107,7 +1107,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   b, t, n, h = q.shape
   _, s, kh, _ = k.shape
   group = n // kh
-  hp, cfg = _config(params, q, k, arrays)
+  hp, cfg = _config(params, q, arrays)
   c = cfg.consumers
   dq_cfg = cfg.dq_kernel()  # its own consumer count
   rows_q = dq_cfg.row_tiles * cfg.block_q_dq

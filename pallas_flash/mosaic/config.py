@@ -481,7 +481,8 @@ class MosaicBackwardConfig:
       (below) until the dK/dV kernel's kept dS^T (runs 154-155); then the
       stagger lost there: S16k C backward without it, against the
       staggered default, +6.0 / +4.3% (run 158) and +2.0 / +3.3% (run 159),
-      two executables each, gradients bitwise equal (benchmarks/results/kept_ds_2026-11-24_h100).  H100, 2026-11-24,
+      two executables each, gradients bitwise equal
+      (benchmarks/results/kept_ds_2026-11-24_h100).  H100, 2026-11-24,
       runs 136-137 (``drop_ab.py``, dropout 0.1, backward TFLOP/s against
       the 64-key default of the same process, two executables each):
       128-key steps S16k C +1 / +5%, +5 / +5%; S4k C +4 / +3%, +4 / +4%;
