@@ -111,6 +111,32 @@ def headline(results, impl_names) -> str:
   return "\n".join(out)
 
 
+def paired_table(results, impl_names) -> str:
+  """Our implementations against the best peer of each mode (by median, as
+  in ``headline``): the median and quartiles of the per-rep time ratios
+  peer / ours (> 1: ours faster), each rep's bursts taken in one pass over
+  the cell (``run._time_cell``)."""
+  ours = [n for n in impl_names if peers_lib.IMPLS[n].ours]
+  labels = list(dict.fromkeys(r["label"] for r in results))
+  by = {(r["label"], r["impl"]): r for r in results}
+  out = ["| workload | impl | " + " | ".join(MODE_TITLE[m].split(" (")[0]
+                                             for m in MODES) + " |",
+         "|---|---|" + "---|" * len(MODES)]
+  for l in labels:
+    rs = [r for r in results if r["label"] == l]
+    for n in ours:
+      r = by.get((l, n))
+      if r is None or not r.get("paired"):
+        continue
+      cells = []
+      for mode in MODES:
+        _, peer = _best_peer(rs, mode)
+        q = r["paired"].get(peer, {}).get(mode)
+        cells.append(f"{q[1]:.3f} [{q[0]:.3f}, {q[2]:.3f}] {peer}" if q else "-")
+      out.append(f"| {l} | {n} | " + " | ".join(cells) + " |")
+  return "\n".join(out)
+
+
 def _short(status: str) -> str:
   s = str(status)
   return "wrong" if s.startswith("wrong") else ("skip" if "skipped" in s else "did not run")
@@ -345,9 +371,11 @@ def write_report(out_dir, env, command, results, mem_rows, impl_names, modes,
         f"tokamax {env['tokamax'] or 'not installed'}, pallas_flash "
         f"{env.get('pallas_flash')} (git {env.get('git')})",
         f"- Command: `{command}`",
-        f"- Timing: median of {settings['reps']} samples after warm-up; each "
-        f"sample a burst of back-to-back calls of >= {settings['sample_s'] * 1e3:.0f} ms "
-        "ending in `jax.block_until_ready`. Backward = fwd+bwd minus fwd.",
+        f"- Timing: median of {settings['reps']} reps after warm-up; each rep "
+        f"one burst of back-to-back calls of >= {settings['sample_s'] * 1e3:.0f} ms "
+        "ending in `jax.block_until_ready` for every implementation's forward "
+        "and fwd+bwd of the cell, in a fresh random order. Backward = fwd+bwd "
+        "minus fwd.",
         "- FLOPs: forward 4·B·N·T·S·H (×0.5 causal); backward 2.5×, fwd+bwd "
         "3.5× the forward. Packed/padded rows count only visible (query, key) pairs.",
         "- Correctness: every output and dq/dk/dv checked against the float32 "
@@ -360,6 +388,9 @@ def write_report(out_dir, env, command, results, mem_rows, impl_names, modes,
         ""]
   md += notes and (["## Notes", ""] + [f"- {n}" for n in notes] + [""]) or []
   md += ["## Our kernels against the best peer", "", headline(results, impl_names), "",
+         "Per-rep paired time ratios, best peer / ours, median [q25, q75] (drift "
+         "slower than one pass over the cell cancels in them):", "",
+         paired_table(results, impl_names), "",
          "## Which implementations ran", "", reasons(results, mem_rows), "",
          "## Tables", "", table, "",
          "## Compile time of the first call (s, forward / forward+backward; trace + lower + compile)",

@@ -12,10 +12,15 @@ For every workload (``benchmarks.workloads``) and every implementation
    precision) on batch 0, kv head 0 and the query heads that read it, at the
    full sequence length: ``|x - ref| / |ref|`` (Frobenius) under the per-dtype
    tolerance.  A wrong result is reported and not timed;
-3. time it: warm-up, then ``--reps`` samples, each a back-to-back burst of
-   calls ending in ``jax.block_until_ready`` long enough (>= ``--sample-ms``)
-   that dispatch overhead is amortised; the median of the per-call times.
-   Backward = median(fwd+bwd) - median(fwd).  TFLOP/s: forward FLOPs
+3. time every implementation's checked forward and fwd+bwd together:
+   warm-up, then ``--reps`` reps, each one back-to-back burst of calls of
+   every entry (in a fresh random order per rep) ending in
+   ``jax.block_until_ready``, long enough (>= ``--sample-ms``) that dispatch
+   overhead is amortised; the median of the per-call times, and for our
+   implementations the quartiles of the per-rep time ratios to each peer
+   (one rep's bursts come from one pass over the cell, so clock and
+   temperature drift cancel in them).
+   Backward = median(fwd+bwd) - median(fwd); per rep, fwd+bwd - fwd.  TFLOP/s: forward FLOPs
    4*B*N*T*S*H (x0.5 causal), backward 2.5x, fwd+bwd 3.5x;
 4. peak memory of fwd+bwd from ``compiled.memory_analysis()`` (argument +
    output + temp - alias bytes: what XLA allocates for the step, known before
@@ -45,6 +50,7 @@ import traceback
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from benchmarks import peers as peers_lib
 from benchmarks import report
@@ -87,7 +93,9 @@ def parse_args(argv=None):
   p.add_argument("--memory-seqlens", nargs="+", type=int, default=None)
   p.add_argument("--xla-max-seqlen", type=int, default=16384,
                  help="do not time the O(T^2) XLA path above this T")
-  p.add_argument("--reps", type=int, default=None, help="timed samples (median)")
+  p.add_argument("--reps", type=int, default=None,
+                 help="timed reps, each one burst of every call of the cell "
+                      "(default 21 on a GPU)")
   p.add_argument("--sample-ms", type=float, default=None,
                  help="minimum length of one timed sample")
   p.add_argument("--time-budget", type=float, default=None,
@@ -224,11 +232,13 @@ _MEMORY_SWEEP_OPTIONS = {"xla_gpu_autotune_level": 0}
 
 
 def bench_cell(w: wl.Workload, impls, args, settings, log) -> list[dict]:
+  """Every implementation on one cell: build, compile and check each (steps
+  1-2 of the module docstring), then time all of them together (step 3)."""
   x = wl.make_inputs(w)
   # Beyond --xla-max-seqlen the reference checks the last query rows only.
   tail = min(2048, w.seqlen // 4) if w.seqlen > args.xla_max_seqlen else None
   ref = None if args.no_check else Reference(w, x, tail)
-  fwd_tol, bwd_tol = FWD_TOL[w.dtype], BWD_TOL[w.dtype]
+  calls = {}  # (impl name, "fwd" | "fwdbwd"): (checked executable, args)
   results = []
   for impl in impls:
     r = dict(impl=impl.name, ours=impl.ours, label=w.label,
@@ -236,102 +246,148 @@ def bench_cell(w: wl.Workload, impls, args, settings, log) -> list[dict]:
              status_fwd="not run", status_bwd="not run")
     results.append(r)
     t_cell = time.perf_counter()
-    try:
-      if impl.name == "xla" and w.seqlen > args.xla_max_seqlen:
-        raise NotImplementedError(f"T={w.seqlen} > --xla-max-seqlen "
-                                  f"{args.xla_max_seqlen} (O(T^2) path)")
-      fn, aux = impl.build(w, x)
-    except Exception as e:
-      r["status_fwd"] = r["status_bwd"] = f"did not run: {report.reason(e)}"
-      log(f"  {impl.name:15s} did not run: {report.reason(e)}")
-      continue
-
-    scale = impl.ref_scale(w)
-    # ---- forward
-    fwd_ok = False
-    cf = cb = None
-    try:
-      cf, r["compile_fwd_s"] = timing.compile_timed(
-          fn, x.q, x.k, x.v, aux, options=impl.compile_options)
-      r["mem_fwd_bytes"] = timing.mem_bytes(cf)
-      need, free = timing.temp_bytes(cf), timing.free_device_bytes()
-      if need is not None and free is not None and need > free:
-        raise MemoryError(f"needs {need / 2**30:.1f} GiB (memory_analysis) > "
-                          f"{free / 2**30:.1f} GiB free")
-      out = jax.block_until_ready(cf(x.q, x.k, x.v, aux))
-      if ref is not None:
-        e = rel_err(ref.slice_q(out), ref.get(scale)[0], ref.q_rows)
-        r["err_fwd"] = e
-        if not e <= fwd_tol:
-          r["status_fwd"] = f"wrong: fwd rel err {e:.2e} > {fwd_tol:g}"
-          r["status_bwd"] = "not timed: forward wrong"
-          log(f"  {impl.name:15s} {r['status_fwd']}")
-          continue
-      del out
-      med, spread, n = timing.time_calls(cf, (x.q, x.k, x.v, aux), settings["reps"],
-                                  settings["sample_s"])
-      r.update(t_fwd_s=med, spread_fwd=spread, calls_per_sample_fwd=n,
-               status_fwd="ok")
-      r["tflops_fwd"] = wl.flops(w, x.visible_pairs, "fwd") / med / 1e12
-      fwd_ok = True
-    except Exception as e:
-      r["status_fwd"] = f"did not run: {report.reason(e)}"
-      if settings["verbose"]:
-        traceback.print_exc()
-    cf = None  # drop the executable before compiling the next one
-    # ---- forward + backward
-    if args.only == "fwd":
-      r["status_bwd"] = "skipped (--only fwd)"
-    else:
-      try:
-        cb, r["compile_fwdbwd_s"] = timing.compile_timed(
-            _make_fwdbwd(fn), x.q, x.k, x.v, aux, x.do,
-            options=impl.compile_options)
-        r["mem_fwdbwd_bytes"] = timing.mem_bytes(cb)
-        need, free = timing.temp_bytes(cb), timing.free_device_bytes()
-        if need is not None and free is not None and need > free:
-          raise MemoryError(f"needs {need / 2**30:.1f} GiB (memory_analysis) > "
-                            f"{free / 2**30:.1f} GiB free")
-        outs = jax.block_until_ready(cb(x.q, x.k, x.v, aux, x.do))
-        wrong = None
-        if ref is not None:
-          _, dq_r, dk_r, dv_r = ref.get(scale)
-          errs = dict(dq=rel_err(ref.slice_q(outs[1]), dq_r, ref.q_rows))
-          if not ref.tail:  # (a tail's dK / dV miss the other rows' terms)
-            errs.update(
-                dk=rel_err(ref.slice_kv(outs[2]), dk_r, ref.kv_rows),
-                dv=rel_err(ref.slice_kv(outs[3]), dv_r, ref.kv_rows))
-          r["err_bwd"] = max(errs.values())
-          r["err_bwd_parts"] = errs
-          bad = {k: v for k, v in errs.items() if not v <= bwd_tol}
-          if bad:
-            wrong = "wrong: " + ", ".join(f"{k} rel err {v:.2e}" for k, v in bad.items()) \
-                + f" > {bwd_tol:g}"
-        del outs
-        if wrong:
-          r["status_bwd"] = wrong
-        else:
-          med, spread, n = timing.time_calls(cb, (x.q, x.k, x.v, aux, x.do),
-                                      settings["reps"], settings["sample_s"])
-          r.update(t_fwdbwd_s=med, spread_fwdbwd=spread, calls_per_sample_fwdbwd=n)
-          r["tflops_fwdbwd"] = wl.flops(w, x.visible_pairs, "fwdbwd") / med / 1e12
-          if fwd_ok:
-            t_bwd = med - r["t_fwd_s"]
-            r["t_bwd_s"] = t_bwd
-            if t_bwd > 0:
-              r["tflops_bwd"] = wl.flops(w, x.visible_pairs, "bwd") / t_bwd / 1e12
-              r["status_bwd"] = "ok"
-            else:
-              r["status_bwd"] = "ok (fwd+bwd <= fwd: noise)"
-          else:
-            r["status_bwd"] = "fwd+bwd only (forward did not run alone)"
-        cb = None
-      except Exception as e:
-        r["status_bwd"] = f"did not run: {report.reason(e)}"
-        if settings["verbose"]:
-          traceback.print_exc()
-    log("  " + _summary_line(r) + f"   [{time.perf_counter() - t_cell:.1f}s]")
+    calls.update(_compile_and_check(impl, w, x, ref, r, args, settings, log))
+    r["prepare_s"] = time.perf_counter() - t_cell
+  _time_cell(w, x, results, calls, settings)
+  for r in results:
+    log("  " + _summary_line(r) + f"   [{r.pop('prepare_s'):.1f}s to compile and check]")
   return results
+
+
+def _compile_and_check(impl, w, x, ref, r, args, settings, log) -> dict:
+  """Build ``impl`` on cell ``w``, compile its forward and its fwd+bwd, run
+  each once and check it against ``ref``; the statuses go into ``r``.
+  Returns the entries that passed, for ``_time_cell``."""
+  fwd_tol, bwd_tol = FWD_TOL[w.dtype], BWD_TOL[w.dtype]
+  calls = {}
+  try:
+    if impl.name == "xla" and w.seqlen > args.xla_max_seqlen:
+      raise NotImplementedError(f"T={w.seqlen} > --xla-max-seqlen "
+                                f"{args.xla_max_seqlen} (O(T^2) path)")
+    fn, aux = impl.build(w, x)
+  except Exception as e:
+    r["status_fwd"] = r["status_bwd"] = f"did not run: {report.reason(e)}"
+    log(f"  {impl.name:15s} did not run: {report.reason(e)}")
+    return calls
+
+  def compile_fits(f, *a):
+    c, secs = timing.compile_timed(f, *a, options=impl.compile_options)
+    need, free = timing.temp_bytes(c), timing.free_device_bytes()
+    if need is not None and free is not None and need > free:
+      raise MemoryError(f"needs {need / 2**30:.1f} GiB (memory_analysis) > "
+                        f"{free / 2**30:.1f} GiB free")
+    return c, secs
+
+  scale = impl.ref_scale(w)
+  # ---- forward
+  try:
+    fargs = (x.q, x.k, x.v, aux)
+    cf, r["compile_fwd_s"] = compile_fits(fn, *fargs)
+    r["mem_fwd_bytes"] = timing.mem_bytes(cf)
+    out = jax.block_until_ready(cf(*fargs))
+    if ref is not None:
+      e = rel_err(ref.slice_q(out), ref.get(scale)[0], ref.q_rows)
+      r["err_fwd"] = e
+      if not e <= fwd_tol:
+        r["status_fwd"] = f"wrong: fwd rel err {e:.2e} > {fwd_tol:g}"
+        r["status_bwd"] = "not timed: forward wrong"
+        log(f"  {impl.name:15s} {r['status_fwd']}")
+        return calls
+    del out
+    calls[(impl.name, "fwd")] = (cf, fargs)
+  except Exception as e:
+    r["status_fwd"] = f"did not run: {report.reason(e)}"
+    if settings["verbose"]:
+      traceback.print_exc()
+  # ---- forward + backward
+  if args.only == "fwd":
+    r["status_bwd"] = "skipped (--only fwd)"
+    return calls
+  try:
+    bargs = (x.q, x.k, x.v, aux, x.do)
+    cb, r["compile_fwdbwd_s"] = compile_fits(_make_fwdbwd(fn), *bargs)
+    r["mem_fwdbwd_bytes"] = timing.mem_bytes(cb)
+    outs = jax.block_until_ready(cb(*bargs))
+    if ref is not None:
+      _, dq_r, dk_r, dv_r = ref.get(scale)
+      errs = dict(dq=rel_err(ref.slice_q(outs[1]), dq_r, ref.q_rows))
+      if not ref.tail:  # (a tail's dK / dV miss the other rows' terms)
+        errs.update(
+            dk=rel_err(ref.slice_kv(outs[2]), dk_r, ref.kv_rows),
+            dv=rel_err(ref.slice_kv(outs[3]), dv_r, ref.kv_rows))
+      r["err_bwd"] = max(errs.values())
+      r["err_bwd_parts"] = errs
+      bad = {k: v for k, v in errs.items() if not v <= bwd_tol}
+      if bad:
+        r["status_bwd"] = ("wrong: " + ", ".join(
+            f"{k} rel err {v:.2e}" for k, v in bad.items()) + f" > {bwd_tol:g}")
+        return calls
+    del outs
+    calls[(impl.name, "fwdbwd")] = (cb, bargs)
+  except Exception as e:
+    r["status_bwd"] = f"did not run: {report.reason(e)}"
+    if settings["verbose"]:
+      traceback.print_exc()
+  return calls
+
+
+def _time_cell(w, x, results, calls, settings):
+  """Step 3: every checked executable of the cell, every implementation's
+  forward and fwd+bwd, timed in one ``timing.interleaved_samples`` run (each
+  rep one burst of each, in a fresh random order), so that the ratios of one
+  rep compare calls of one pass over the cell.  Per implementation: medians,
+  TFLOP/s, the per-rep samples; for ours, ``paired[peer][mode]`` = (q25,
+  q50, q75) of the per-rep time ratios peer / ours (> 1: ours faster), the
+  backward's per rep being fwd+bwd minus fwd of the same rep."""
+  if not calls:
+    return
+  samples, bursts = timing.interleaved_samples(calls, settings["reps"],
+                                               settings["sample_s"])
+  per_rep = {}
+  for r in results:
+    name = r["impl"]
+    if (name, "fwd") in samples:
+      xs = samples[(name, "fwd")]
+      med, spread = timing.summarise(xs)
+      r.update(t_fwd_s=med, spread_fwd=spread, samples_fwd_s=xs,
+               calls_per_sample_fwd=bursts[(name, "fwd")], status_fwd="ok")
+      r["tflops_fwd"] = wl.flops(w, x.visible_pairs, "fwd") / med / 1e12
+      per_rep[(name, "fwd")] = np.asarray(xs)
+    if (name, "fwdbwd") not in samples:
+      continue
+    xs = samples[(name, "fwdbwd")]
+    med, spread = timing.summarise(xs)
+    r.update(t_fwdbwd_s=med, spread_fwdbwd=spread, samples_fwdbwd_s=xs,
+             calls_per_sample_fwdbwd=bursts[(name, "fwdbwd")])
+    r["tflops_fwdbwd"] = wl.flops(w, x.visible_pairs, "fwdbwd") / med / 1e12
+    per_rep[(name, "fwdbwd")] = np.asarray(xs)
+    if r["status_fwd"] != "ok":
+      r["status_bwd"] = "fwd+bwd only (forward did not run alone)"
+      continue
+    t_bwd = med - r["t_fwd_s"]
+    r["t_bwd_s"] = t_bwd
+    per_rep[(name, "bwd")] = per_rep[(name, "fwdbwd")] - per_rep[(name, "fwd")]
+    if t_bwd > 0:
+      r["tflops_bwd"] = wl.flops(w, x.visible_pairs, "bwd") / t_bwd / 1e12
+      r["status_bwd"] = "ok"
+    else:
+      r["status_bwd"] = "ok (fwd+bwd <= fwd: noise)"
+  for r in results:
+    if not r["ours"]:
+      continue
+    for p in results:
+      if p["ours"]:
+        continue
+      ratios = {}
+      for mode in report.MODES:
+        a, b = per_rep.get((p["impl"], mode)), per_rep.get((r["impl"], mode))
+        if a is None or b is None:
+          continue
+        keep = (a > 0) & (b > 0)  # (a backward of one rep can read <= 0)
+        if keep.any():
+          ratios[mode] = timing.paired_ratio(a[keep], b[keep])
+      if ratios:
+        r.setdefault("paired", {})[p["impl"]] = ratios
 
 
 def _summary_line(r) -> str:
@@ -397,7 +453,7 @@ def main(argv=None) -> int:
       os.path.join(tempfile.gettempdir(), "pallas_flash_bench_smoke") if smoke
       else os.path.join("benchmarks", "results", report.run_name(env)))
   settings = dict(
-      reps=args.reps or (3 if smoke else 10),
+      reps=args.reps or (3 if smoke else 21),
       sample_s=(args.sample_ms if args.sample_ms is not None
                 else (1.0 if smoke else 25.0)) / 1e3,
       verbose=bool(os.environ.get("BENCH_VERBOSE")), no_plots=args.no_plots,
@@ -450,6 +506,8 @@ def main(argv=None) -> int:
   log(rep["table"])
   log("Our kernels against the best peer:")
   log(report.headline(results, names))
+  log("Per-rep paired time ratios, best peer / ours, median [q25, q75]:")
+  log(report.paired_table(results, names))
   log("")
   log(report.reasons(results, mem_rows))
   log(f"\nwrote {out_dir}/RESULTS.md, table.md, results.json"

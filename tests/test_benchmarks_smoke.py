@@ -91,6 +91,35 @@ def test_compile_options_reach_the_compiler(tmp_path, monkeypatch):
   assert seen == [opts, opts]  # forward, forward + backward
 
 
+def test_cell_times_impls_together_with_paired_ratios(tmp_path):
+  """Every implementation of a cell is timed in one interleaved run: each
+  has one sample per rep, and ours carries the per-rep paired time ratios
+  to each peer (quartiles, backward included) that RESULTS.md tabulates."""
+  out = tmp_path / "bench"
+  reps = 3
+  rc = run.main(["--smoke", "--impls", "ours-triton", "xla", "--workloads",
+                 "convention", "--seqlens", "128", "--causal", "no",
+                 "--reps", str(reps), "--no-plots", "--out", str(out),
+                 "--time-budget", "1e9"])
+  assert rc == 0
+  data = json.loads((out / "results.json").read_text())
+  by = {r["impl"]: r for r in data["results"]}
+  assert by["xla"]["status_bwd"] == by["ours-triton"]["status_bwd"] == "ok"
+  for r in by.values():
+    assert len(r["samples_fwd_s"]) == len(r["samples_fwdbwd_s"]) == reps
+  paired = by["ours-triton"]["paired"]
+  assert set(paired) == {"xla"} and set(paired["xla"]) == {"fwd", "bwd", "fwdbwd"}
+  # The fwd+bwd median ratio is xla's median rep over ours (odd reps).
+  ratios = sorted(a / b for a, b in zip(by["xla"]["samples_fwdbwd_s"],
+                                        by["ours-triton"]["samples_fwdbwd_s"]))
+  q25, q50, q75 = paired["xla"]["fwdbwd"]
+  assert q25 <= q50 <= q75 and q50 == pytest.approx(ratios[reps // 2])
+  assert "paired" not in by["xla"]  # (peers carry none)
+  report = (out / "RESULTS.md").read_text()
+  assert "Per-rep paired time ratios" in report
+  assert f"{q50:.3f} [{q25:.3f}, {q75:.3f}] xla" in report
+
+
 def test_flops_convention():
   w = workloads.Workload(name="convention", batch=4, seqlen=4096, heads=16,
                          kv_heads=16, head_dim=128, causal=True,
