@@ -270,6 +270,11 @@ def _compile_and_check(impl, w, x, ref, r, args, settings, log) -> dict:
     log(f"  {impl.name:15s} did not run: {report.reason(e)}")
     return calls
 
+  def failed(status_key, e):
+    r[status_key] = f"did not run: {report.reason(e)}"
+    if settings["verbose"]:
+      traceback.print_exc()
+
   def compile_fits(f, *a):
     c, secs = timing.compile_timed(f, *a, options=impl.compile_options)
     need, free = timing.temp_bytes(c), timing.free_device_bytes()
@@ -296,9 +301,7 @@ def _compile_and_check(impl, w, x, ref, r, args, settings, log) -> dict:
     del out
     calls[(impl.name, "fwd")] = (cf, fargs)
   except Exception as e:
-    r["status_fwd"] = f"did not run: {report.reason(e)}"
-    if settings["verbose"]:
-      traceback.print_exc()
+    failed("status_fwd", e)
   # ---- forward + backward
   if args.only == "fwd":
     r["status_bwd"] = "skipped (--only fwd)"
@@ -325,9 +328,7 @@ def _compile_and_check(impl, w, x, ref, r, args, settings, log) -> dict:
     del outs
     calls[(impl.name, "fwdbwd")] = (cb, bargs)
   except Exception as e:
-    r["status_bwd"] = f"did not run: {report.reason(e)}"
-    if settings["verbose"]:
-      traceback.print_exc()
+    failed("status_bwd", e)
   return calls
 
 
