@@ -20,8 +20,9 @@ For every workload (``benchmarks.workloads``) and every implementation
    implementations the quartiles of the per-rep time ratios to each peer
    (one rep's bursts come from one pass over the cell, so clock and
    temperature drift cancel in them).
-   Backward = median(fwd+bwd) - median(fwd); per rep, fwd+bwd - fwd.  TFLOP/s: forward FLOPs
-   4*B*N*T*S*H (x0.5 causal), backward 2.5x, fwd+bwd 3.5x;
+   Backward = median(fwd+bwd) - median(fwd); per rep, fwd+bwd - fwd.
+   TFLOP/s: forward FLOPs 4*B*N*T*S*H (x0.5 causal), backward 2.5x,
+   fwd+bwd 3.5x;
 4. peak memory of fwd+bwd from ``compiled.memory_analysis()`` (argument +
    output + temp - alias bytes: what XLA allocates for the step, known before
    it runs, so cells that would not fit are reported instead of run).
@@ -275,20 +276,21 @@ def _compile_and_check(impl, w, x, ref, r, args, settings, log) -> dict:
     if settings["verbose"]:
       traceback.print_exc()
 
-  def compile_fits(f, *a):
-    c, secs = timing.compile_timed(f, *a, options=impl.compile_options)
+  def compile_fits(f, mode, *a):  # -> the executable; its sizes into r
+    c, r[f"compile_{mode}_s"] = timing.compile_timed(
+        f, *a, options=impl.compile_options)
+    r[f"mem_{mode}_bytes"] = timing.mem_bytes(c)
     need, free = timing.temp_bytes(c), timing.free_device_bytes()
     if need is not None and free is not None and need > free:
       raise MemoryError(f"needs {need / 2**30:.1f} GiB (memory_analysis) > "
                         f"{free / 2**30:.1f} GiB free")
-    return c, secs
+    return c
 
   scale = impl.ref_scale(w)
   # ---- forward
   try:
     fargs = (x.q, x.k, x.v, aux)
-    cf, r["compile_fwd_s"] = compile_fits(fn, *fargs)
-    r["mem_fwd_bytes"] = timing.mem_bytes(cf)
+    cf = compile_fits(fn, "fwd", *fargs)
     out = jax.block_until_ready(cf(*fargs))
     if ref is not None:
       e = rel_err(ref.slice_q(out), ref.get(scale)[0], ref.q_rows)
@@ -308,8 +310,7 @@ def _compile_and_check(impl, w, x, ref, r, args, settings, log) -> dict:
     return calls
   try:
     bargs = (x.q, x.k, x.v, aux, x.do)
-    cb, r["compile_fwdbwd_s"] = compile_fits(_make_fwdbwd(fn), *bargs)
-    r["mem_fwdbwd_bytes"] = timing.mem_bytes(cb)
+    cb = compile_fits(_make_fwdbwd(fn), "fwdbwd", *bargs)
     outs = jax.block_until_ready(cb(*bargs))
     if ref is not None:
       _, dq_r, dk_r, dv_r = ref.get(scale)
