@@ -132,7 +132,9 @@ def paired_table(results, impl_names) -> str:
       for mode in MODES:
         _, peer = _best_peer(rs, mode)
         q = r["paired"].get(peer, {}).get(mode)
-        cells.append(f"{q[1]:.3f} [{q[0]:.3f}, {q[2]:.3f}] {peer}" if q else "-")
+        left_out = r.get("paired_dropped", {}).get(peer, {}).get(mode)
+        cells.append((f"{q[1]:.3f} [{q[0]:.3f}, {q[2]:.3f}] {peer}" if q else "-")
+                     + (f" ({left_out} reps <= 0 left out)" if left_out else ""))
       out.append(f"| {l} | {n} | " + " | ".join(cells) + " |")
   return "\n".join(out)
 

@@ -340,7 +340,8 @@ def _time_cell(w, x, results, calls, settings):
   rep compare calls of one pass over the cell.  Per implementation: medians,
   TFLOP/s, the per-rep samples; for ours, ``paired[peer][mode]`` = (q25,
   q50, q75) of the per-rep time ratios peer / ours (> 1: ours faster), the
-  backward's per rep being fwd+bwd minus fwd of the same rep."""
+  backward's per rep being fwd+bwd minus fwd of the same rep (a rep where
+  that is <= 0 is left out and counted in ``paired_dropped``)."""
   if not calls:
     return
   samples, bursts = timing.interleaved_samples(calls, settings["reps"],
@@ -380,7 +381,7 @@ def _time_cell(w, x, results, calls, settings):
     for p in results:
       if p["ours"]:
         continue
-      ratios = {}
+      ratios, dropped = {}, {}
       for mode in report.MODES:
         a, b = per_rep.get((p["impl"], mode)), per_rep.get((r["impl"], mode))
         if a is None or b is None:
@@ -388,8 +389,12 @@ def _time_cell(w, x, results, calls, settings):
         keep = (a > 0) & (b > 0)  # (a backward of one rep can read <= 0)
         if keep.any():
           ratios[mode] = timing.paired_ratio(a[keep], b[keep])
+        if not keep.all():
+          dropped[mode] = int((~keep).sum())
       if ratios:
         r.setdefault("paired", {})[p["impl"]] = ratios
+      if dropped:  # reps left out of a ratio (report.paired_table says so)
+        r.setdefault("paired_dropped", {})[p["impl"]] = dropped
 
 
 def _summary_line(r) -> str:
