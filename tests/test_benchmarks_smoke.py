@@ -94,7 +94,8 @@ def test_compile_options_reach_the_compiler(tmp_path, monkeypatch):
 def test_cell_times_impls_together_with_paired_ratios(tmp_path):
   """Every implementation of a cell is timed in one interleaved run: each
   has one sample per rep, and ours carries the per-rep paired time ratios
-  to each peer (quartiles, backward included) that RESULTS.md tabulates."""
+  to each peer (quartiles; the backward's over the reps where it reads
+  > 0) that RESULTS.md tabulates."""
   out = tmp_path / "bench"
   reps = 3
   rc = run.main(["--smoke", "--impls", "ours-triton", "xla", "--workloads",
@@ -104,8 +105,8 @@ def test_cell_times_impls_together_with_paired_ratios(tmp_path):
   assert rc == 0
   data = json.loads((out / "results.json").read_text())
   by = {r["impl"]: r for r in data["results"]}
-  assert by["xla"]["status_bwd"] == by["ours-triton"]["status_bwd"] == "ok"
-  for r in by.values():
+  for r in by.values():  # (on a loaded CPU, fwd+bwd can time below fwd)
+    assert r["status_fwd"] == "ok" and r["status_bwd"].startswith("ok")
     assert len(r["samples_fwd_s"]) == len(r["samples_fwdbwd_s"]) == reps
   paired = by["ours-triton"]["paired"]
   assert set(paired) == {"xla"} and {"fwd", "fwdbwd"} <= set(paired["xla"])
