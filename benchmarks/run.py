@@ -346,32 +346,30 @@ def _time_cell(w, x, results, calls, settings):
     return
   samples, bursts = timing.interleaved_samples(calls, settings["reps"],
                                                settings["sample_s"])
-  per_rep = {}
+  per_rep = {key: np.asarray(xs) for key, xs in samples.items()}
+  flops = lambda mode: wl.flops(w, x.visible_pairs, mode)
   for r in results:
     name = r["impl"]
+    for mode in ("fwd", "fwdbwd"):
+      if (name, mode) in samples:
+        xs = samples[(name, mode)]
+        med, spread = timing.summarise(xs)
+        r.update({f"t_{mode}_s": med, f"spread_{mode}": spread,
+                  f"samples_{mode}_s": xs,
+                  f"calls_per_sample_{mode}": bursts[(name, mode)],
+                  f"tflops_{mode}": flops(mode) / med / 1e12})
     if (name, "fwd") in samples:
-      xs = samples[(name, "fwd")]
-      med, spread = timing.summarise(xs)
-      r.update(t_fwd_s=med, spread_fwd=spread, samples_fwd_s=xs,
-               calls_per_sample_fwd=bursts[(name, "fwd")], status_fwd="ok")
-      r["tflops_fwd"] = wl.flops(w, x.visible_pairs, "fwd") / med / 1e12
-      per_rep[(name, "fwd")] = np.asarray(xs)
+      r["status_fwd"] = "ok"
     if (name, "fwdbwd") not in samples:
       continue
-    xs = samples[(name, "fwdbwd")]
-    med, spread = timing.summarise(xs)
-    r.update(t_fwdbwd_s=med, spread_fwdbwd=spread, samples_fwdbwd_s=xs,
-             calls_per_sample_fwdbwd=bursts[(name, "fwdbwd")])
-    r["tflops_fwdbwd"] = wl.flops(w, x.visible_pairs, "fwdbwd") / med / 1e12
-    per_rep[(name, "fwdbwd")] = np.asarray(xs)
     if r["status_fwd"] != "ok":
       r["status_bwd"] = "fwd+bwd only (forward did not run alone)"
       continue
-    t_bwd = med - r["t_fwd_s"]
+    t_bwd = r["t_fwdbwd_s"] - r["t_fwd_s"]
     r["t_bwd_s"] = t_bwd
     per_rep[(name, "bwd")] = per_rep[(name, "fwdbwd")] - per_rep[(name, "fwd")]
     if t_bwd > 0:
-      r["tflops_bwd"] = wl.flops(w, x.visible_pairs, "bwd") / t_bwd / 1e12
+      r["tflops_bwd"] = flops("bwd") / t_bwd / 1e12
       r["status_bwd"] = "ok"
     else:
       r["status_bwd"] = "ok (fwd+bwd <= fwd: noise)"
