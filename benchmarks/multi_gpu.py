@@ -17,7 +17,7 @@ Issue 13's benchmark.  First, on the GPUs, correctness and communication:
   with ragged lengths) against the one-device call, likewise.
 
 Per cell (the first one before the checks) (bf16, head dim 128, 16 heads, S in ``--seqlens``, causal and
-not), in one process and interleaved (``benchmarks.run.time_interleaved``):
+not), in one process and interleaved (``benchmarks.timing.time_interleaved``):
 
 * context parallel: one sequence (B = 1) on one GPU against the same
   sequence split over P GPUs by ``ring_attention`` (zigzag layout when
