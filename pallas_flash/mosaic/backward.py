@@ -182,11 +182,13 @@ def _row_terms(lse2, delta, shape, dim: int, scale: float,
                                             bcast(lse2))
 
 
-def _accumulate(accs, products, interpret: bool):
+def _accumulate(accs, products, interpret: bool, then=None):
   """acc_i += sum of a @ b_ref over product_i() for (a in registers or
   shared memory, b_ref in shared memory); ``products`` are callables run in
   order, each returning a list of (a, b_ref), so a later A operand is
-  computed while the earlier wgmmas are in flight; all are awaited once."""
+  computed while the earlier wgmmas are in flight; ``then()`` runs once all
+  are issued (split_head_dim: consumer 0 stores the operands it issued
+  from registers for consumer 1); all are awaited once."""
   if interpret:
     # GPU interpret mode models neither a register operand of wgmma nor
     # pl.run_state accumulators: the same products as plain dots.
@@ -196,12 +198,16 @@ def _accumulate(accs, products, interpret: bool):
         a = a if isinstance(a, jax.Array) else a[...]
         acc = acc + jnp.dot(a, b_ref[...], preferred_element_type=jnp.float32)
       out.append(acc)
+    if then is not None:
+      then()
     return tuple(out)
 
   def body(acc_refs):
     for acc_ref, product in zip(acc_refs, products):
       for a, b_ref in product():
         plgpu.wgmma(acc_ref, a, b_ref)
+    if then is not None:
+      then()
   return pl.run_state(body)(tuple(plgpu.ACC.init(a) for a in accs))
 
 
@@ -351,7 +357,8 @@ class _Exchange:
   CTA, so that each score GEMM runs once: consumer 1 computes dP - delta and
   hands it to consumer 0 (direction 0); consumer 0 computes S, P and dS
   (Alg. 2 lines 9-14) and hands dS, and in the dK/dV kernel P, back
-  (direction 1) as wgmma A operands.  Each consumer then accumulates its
+  (direction 1) as wgmma A operands, storing them only once its own GEMMs
+  on them (A from registers) are issued.  Each consumer accumulates its
   own columns of the gradients.  One shared-memory buffer set per
   direction, each guarded by a "full" and a "free" barrier (GPU: named
   barriers of the two consumers' 256 threads; interpret: mbarriers).
@@ -852,24 +859,27 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                                  k_base, stored=i >= 1)
 
       products = (lambda: [(p_pv.astype(dtype), kv.narrow(do_smem))], ds_t)
-      if xchg is not None:  # dV's GEMM (P^T from registers) runs while
-        # dS^T is computed and both tiles go to consumer 1 (run 165: +4-6%)
+      hand_over = None
+      if xchg is not None:  # dV's GEMM (P^T from registers) runs while dS^T
+        # is computed; both go to consumer 1 once dK's GEMM is issued too
+        # (runs 165, 167: +4-6%, then +6-13% at d256 S4k)
         p_pv = p_pv.astype(dtype)
+        split = []
 
         def split_ds():
           (dp,) = xchg.take(0, interpret)
           if drop is not None:
             (dp,) = drop.select([(dp, dp_init)], drop_rows, drop_cols,
                                 interpret)
-          ds = _ds(p, dp, th).astype(dtype)
-          xchg.put(1, first, p_pv, ds)
-          return [(ds, kv.narrow(q_smem))]
+          split.append(_ds(p, dp, th).astype(dtype))
+          return [(split[0], kv.narrow(q_smem))]
         products = (lambda: [(p_pv, kv.narrow(do_smem))], split_ds)
+        hand_over = lambda: xchg.put(1, first, p_pv, split[0])
       # -- dV += P^T dO, dK += dS^T Q  [bk, H] (split_head_dim: [bk, H / C]);
       # fused: dQ[q rows, cols] = dS K[:, cols] too (its share
       # of the CTA's dQ, summed over the CTA's C * bk keys)
       if not fused:
-        dv, dk = _accumulate((dv, dk), products, interpret)
+        dv, dk = _accumulate((dv, dk), products, interpret, then=hand_over)
         sync.release(0, slot)  # the Q and dO slot may be refilled
         return dk, dv
       dv, dk, part = _accumulate((dv, dk, dq_zeros), (*products, dq_share),
@@ -1063,11 +1073,11 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                             drop.ring_cols(key_smem, key_bars, slot),
                             interpret)
       ds = _ds(p, dp, th).astype(dtype)
-      if xchg is not None:
-        xchg.put(1, j == 0, ds)
-      # -- dQ += dS K  [bq, H] (split_head_dim: [bq, H / C])
+      # -- dQ += dS K  [bq, H] (split_head_dim: [bq, H / C]; dS goes to
+      # consumer 1 once this consumer's GEMM is issued: run 167, +6-9%)
       (dq,) = _accumulate((dq,), (lambda: [(ds, qo.narrow(k_smem))],),
-                          interpret)
+                          interpret, then=None if xchg is None else
+                          lambda: xchg.put(1, j == 0, ds))
       sync.release(0, slot)  # K read
       return dq
 
