@@ -1,7 +1,7 @@
-# Run 168 (H200): main with consumer 0 storing dS (and P) for consumer 1 only once its own GEMMs on them are issued (run 167's put_late=3, now unconditional), on top of run 165's dV first. Same as run 166:
-# 1) the native d256 / split-head-dim backward tests of tests/test_mosaic.py,
-# slow ones included; 2) issue 12's command on the d256 cells (python -m benchmarks.run, cuDNN and tokamax in the
-# same run, paired ratios).
+# Run 168 (H200): main with consumer 0 storing dS (and P) for consumer 1 only once its own GEMMs on them are issued
+# (run 167's put_late=3, now unconditional), on top of run 165's dV first. 1) issue 12's command on the d256 cells
+# (python -m benchmarks.run, cuDNN and tokamax in the same run, paired ratios); 2) the native d256 / split-head-dim
+# backward tests of tests/test_mosaic.py, slow ones included.
 set -u
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 T0=$SECONDS
