@@ -182,13 +182,15 @@ def _row_terms(lse2, delta, shape, dim: int, scale: float,
                                             bcast(lse2))
 
 
-def _accumulate(accs, products, interpret: bool, then=None):
+def _accumulate(accs, products, interpret: bool, then=None, then_init=()):
   """acc_i += sum of a @ b_ref over product_i() for (a in registers or
   shared memory, b_ref in shared memory); ``products`` are callables run in
   order, each returning a list of (a, b_ref), so a later A operand is
   computed while the earlier wgmmas are in flight; ``then()`` runs once all
   are issued (split_head_dim: consumer 0 stores the operands it issued
-  from registers for consumer 1); all are awaited once."""
+  from registers for consumer 1; loads for the next step), its results (of
+  ``then_init``'s shapes and layouts) returned after the accumulators; all
+  are awaited once."""
   if interpret:
     # GPU interpret mode models neither a register operand of wgmma nor
     # pl.run_state accumulators: the same products as plain dots.
@@ -198,17 +200,20 @@ def _accumulate(accs, products, interpret: bool, then=None):
         a = a if isinstance(a, jax.Array) else a[...]
         acc = acc + jnp.dot(a, b_ref[...], preferred_element_type=jnp.float32)
       out.append(acc)
-    if then is not None:
-      then()
-    return tuple(out)
+    extra = then() if then is not None else None
+    return (*out, *(extra if then_init else ()))
 
-  def body(acc_refs):
+  def body(refs):
+    acc_refs, out_refs = refs[:len(accs)], refs[len(accs):]
     for acc_ref, product in zip(acc_refs, products):
       for a, b_ref in product():
         plgpu.wgmma(acc_ref, a, b_ref)
     if then is not None:
-      then()
-  return pl.run_state(body)(tuple(plgpu.ACC.init(a) for a in accs))
+      extra = then()
+      for ref, value in zip(out_refs, extra if then_init else ()):
+        ref[...] = value
+  return pl.run_state(body)((*(plgpu.ACC.init(a) for a in accs),
+                             *then_init))
 
 
 class _Stagger:
@@ -668,6 +673,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
   c, stages = cfg.consumers, cfg.num_stages
   bq, bk = cfg.block_q_dkv, cfg.block_kv_dkv
+  n_q_tiles = lse_ref.shape[-1] // bq
   wg = lax.axis_index("wg")
   sync = fwd._Sync(wg, c, stages, interpret_bars if interpret else None)
   items = schedule.Items(order, sched_ref)
@@ -715,6 +721,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     if drop is not None:  # the keys of the CTA's rows: its columns' keys
       drop_cols = drop.cols(pl.ds(kv_base, bk))
     zeros = plgpu.layout_cast(jnp.zeros((bk, kv.width), jnp.float32), _WGMMA)
+    prefetch = cfg.prefetch_rows and not cfg.split_head_dim
+    rows_init = (plgpu.layout_cast(jnp.zeros((bq,), jnp.float32), _COL),) * 2 \
+        if prefetch else ()
     xchg = None
     if cfg.split_head_dim:
       xchg = _Exchange(extra_smem[0], cfg,
@@ -762,6 +771,19 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         plgpu.wait_smem_to_gmem(0, wait_read_only=True)
         row_tile(w, item_coords(idx + 1), 1 - buf).load(k_ref, v_ref)
 
+    def row_terms(g, j):
+      """(lse2, delta) of step j of query head g (a tile in range even
+      where j is past the item's last step)."""
+      rows = pl.ds(jnp.clip(item.tile_of(j), 0, n_q_tiles - 1) * bq, bq)
+      return tuple(plgpu.load(ref.at[b, kvh * group + g, rows], layout=_COL,
+                              optimized=False) for ref in (lse_ref, delta_ref))
+
+    def next_row_terms(g, j):
+      """``row_terms`` of the step after step j of head g."""
+      last = j + 1 >= n_steps
+      g_next = jnp.minimum(g + last.astype(jnp.int32), group - 1)
+      return row_terms(g_next, jnp.where(last, 0, j + 1))
+
     def step(j, carry, *, g, masked: bool, side=None):
       dk, dv, *prev = carry  # fused: (query tile, head) of step i - 1
       i = g * n_steps + j  # the item's step
@@ -769,9 +791,12 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       n = kvh * group + g
       qt = item.tile_of(j)
       q_rows = pl.ds(qt * bq, bq)
-      lse2 = plgpu.load(lse_ref.at[b, n, q_rows], layout=_COL, optimized=False)
-      delta = plgpu.load(delta_ref.at[b, n, q_rows], layout=_COL,
-                         optimized=False)
+      if prefetch:  # loaded under the previous step's last GEMMs
+        lse2, delta, *prev = prev
+      else:
+        lse2, delta = row_terms(g, j)
+      rows_next = ((lambda: next_row_terms(g, j)) if prefetch
+                   else lambda: ())
       if fused:  # (step 0: an unused load of step -1's "rows", tile 0)
         f_prev = fixed_scale(prev)
       q_smem, do_smem = q_smems.at[slot], do_smems.at[slot]
@@ -879,18 +904,24 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       # fused: dQ[q rows, cols] = dS K[:, cols] too (its share
       # of the CTA's dQ, summed over the CTA's C * bk keys)
       if not fused:
-        dv, dk = _accumulate((dv, dk), products, interpret, then=hand_over)
+        def then():
+          if hand_over is not None:
+            hand_over()
+          return rows_next()
+        dv, dk, *nxt = _accumulate((dv, dk), products, interpret, then=then,
+                                   then_init=rows_init)
         sync.release(0, slot)  # the Q and dO slot may be refilled
-        return dk, dv
-      dv, dk, part = _accumulate((dv, dk, dq_zeros), (*products, dq_share),
-                                 interpret)
+        return dk, dv, *nxt
+      dv, dk, part, *nxt = _accumulate(
+          (dv, dk, dq_zeros), (*products, dq_share), interpret,
+          then=rows_next, then_init=rows_init)
       sync.release(0, slot)
 
       @pl.when(i >= 1)  # -- add step i - 1's share to dQ in HBM
       def _():
         ds_tiles.release(1 - parity)
         add_dq(part, prev, f_prev)
-      return dk, dv, qt, n
+      return dk, dv, *nxt, qt, n
 
     # Non-causal folded ALiBi: query tiles right of, across and left of
     # the diagonal in three loops (``fwd.alibi_split``)
@@ -902,11 +933,14 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       return fwd.run_steps(item, functools.partial(step, g=g), carry,
                            alibi_tiles)
 
-    carry = (zeros, zeros, *((jnp.int32(0),) * 2 if fused else ()))
+    carry = (zeros, zeros, *(row_terms(0, 0) if prefetch else ()),
+             *((jnp.int32(0),) * 2 if fused else ()))
     if group == 1:
       dk, dv, *last = head(0, carry)
     else:
       dk, dv, *last = lax.fori_loop(0, group, head, carry)
+    if prefetch:
+      last = last[2:]
     if fused:  # -- the last step's dQ share
       total = group * n_steps
 

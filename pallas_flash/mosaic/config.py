@@ -317,6 +317,7 @@ class MosaicBackwardConfig:
   split_head_dim: bool = False
   fused: bool = False
   persistent: bool = False
+  prefetch_rows: bool = False  # A/B: next step's lse2 / delta loaded under this step's last GEMMs
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):
