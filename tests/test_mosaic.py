@@ -563,6 +563,11 @@ BACKWARD = [
     B("bwd wide tiles, 3 stages, ascending", t=300, s=333, causal=True,
       config=MosaicBackwardConfig(block_q_dkv=128, block_kv_dq=128,
                                   num_stages=3, masked_first=False)),
+    # d128's default: lse2 / delta prefetched a step ahead, across the GQA
+    # heads of a kv head and past the last step (ragged, bottom right).
+    B("bwd d128 default (rows prefetched) gqa causal ragged", n=4, k=2, h=128,
+      t=130, s=200, causal=True, bottom_right=True, q_lengths=(130,),
+      kv_lengths=(150,)),
     # split_head_dim: the consumers share one row tile, each its columns.
     B("bwd d256 (split head dim) gqa causal ragged", n=2, k=1, h=256, t=130,
       s=100, causal=True, bottom_right=True),
@@ -762,7 +767,8 @@ SLOW_BACKWARD = [
     B("bwd persistent d128 causal gqa ragged", b=2, t=3000, s=3000, n=8,
       k=4, h=128, causal=True, q_lengths=(3000, 1700),
       config=MosaicBackwardConfig(persistent=True, stagger_consumers=True,
-                                  dq_rows_in_registers=1)),
+                                  dq_rows_in_registers=1,
+                                  prefetch_rows=True)),
     B("bwd persistent fused d64 causal", b=2, t=2048, s=2048, n=8, k=8,
       causal=True, config=MosaicBackwardConfig(
           persistent=True, fused=True, block_q_dkv=128, block_kv_dq=128)),
@@ -933,6 +939,10 @@ def test_bad_backward_config():
     MosaicBackwardConfig(split_head_dim=True, fused=True)
   with pytest.raises(ValueError, match="consumers=4"):
     MosaicBackwardConfig(consumers=4)
+  for bad in (dict(fused=True), dict(deterministic=False),
+              dict(split_head_dim=True)):
+    with pytest.raises(ValueError, match="prefetch_rows needs"):
+      MosaicBackwardConfig(prefetch_rows=True, **bad)
   for bad in (dict(consumers=3, fused=True), dict(dq_consumers=3,
               deterministic=False), dict(dq_consumers=3, split_head_dim=True)):
     with pytest.raises(ValueError, match="consumers=3 needs"):
@@ -999,6 +1009,8 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
      "dropout"),
     (256, False, MosaicBackwardConfig(persistent=True, split_head_dim=True),
      "alibi"),
+    (128, True, MosaicBackwardConfig(prefetch_rows=True, persistent=True,
+                                     stagger_consumers=True), "segments"),
 ]
 
 

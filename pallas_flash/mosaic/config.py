@@ -301,6 +301,11 @@ class MosaicBackwardConfig:
       dim's columns, recomputing the score tiles (FA3's d256 answer to
       registers: dK + dV of [64, 256] f32 alone would take 256 per thread).
       The default from head dim 129 on, which it pads to a multiple of 128.
+    prefetch_rows: the dK/dV kernel (two kernels, not split_head_dim) loads
+      the next step's lse2 and delta while the step's dV / dK GEMMs run,
+      instead of at the step's start, ahead of the score GEMMs whose
+      accumulators they initialise.  The d128 default without dropout or
+      ALiBi (the cases measured).
   """
 
   block_kv_dkv: int = 64
@@ -317,7 +322,7 @@ class MosaicBackwardConfig:
   split_head_dim: bool = False
   fused: bool = False
   persistent: bool = False
-  prefetch_rows: bool = False  # A/B: next step's lse2 / delta loaded under this step's last GEMMs
+  prefetch_rows: bool = False
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):
@@ -339,6 +344,9 @@ class MosaicBackwardConfig:
     if self.dq_rows_in_registers not in (0, 1, 2):
       raise ValueError(f"dq_rows_in_registers={self.dq_rows_in_registers} "
                        "must be 0, 1 or 2")
+    if self.prefetch_rows and (self.one_kernel or self.split_head_dim):
+      raise ValueError("prefetch_rows needs fused=False, deterministic=True "
+                       "and split_head_dim=False (the two-kernel dK/dV kernel)")
     if self.dq_rows_in_registers and self.split_head_dim:
       raise ValueError("dq_rows_in_registers needs split_head_dim=False (a "
                        "consumer reads every column block of the row tile)")
@@ -493,6 +501,11 @@ class MosaicBackwardConfig:
       0 / +2%.  The stagger alone with dropout (runs 97, 135, 136):
       S16k C +2%, +4%, +6%, S4k C +4%, -1%, -3%, non-causal -5 to +2%.
       (Run 65, before the paired keep bits: 128-key steps -3 to +3%.)
+    * d128 without dropout or ALiBi: ``prefetch_rows``.  H200,
+      2026-11-25, run 170, backward against the default of the same
+      process, two executables each, gradients bitwise equal: S4k N +4.2 /
+      +3.7%, S16k N +5.1 / +2.4%, S4k C +2.8 / +3.1%, S16k C +1.1 / +1.5%.
+      In the d64 fused kernel it lost 21-24% (not offered there).
     * d128 non-causal with ALiBi (without dropout): no stagger.  H100,
       2026-11-24, backward against the staggered default in one process:
       S4k N +3% (run 132), +4 / +5% (run 142), +8 / +10% (run 143); S16k N
@@ -510,4 +523,5 @@ class MosaicBackwardConfig:
     if dropout:
       return cls(block_kv_dq=128)
     return cls(dq_rows_in_registers=1,
-               stagger_consumers=causal or not alibi)
+               stagger_consumers=causal or not alibi,
+               prefetch_rows=not alibi)
