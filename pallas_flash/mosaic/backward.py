@@ -721,7 +721,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     if drop is not None:  # the keys of the CTA's rows: its columns' keys
       drop_cols = drop.cols(pl.ds(kv_base, bk))
     zeros = plgpu.layout_cast(jnp.zeros((bk, kv.width), jnp.float32), _WGMMA)
-    prefetch = cfg.prefetch_rows  # (two kernels, not split_head_dim)
+    prefetch = cfg.prefetch_rows  # (two kernels: not fused, not split)
     rows_init = (plgpu.layout_cast(jnp.zeros((bq,), jnp.float32), _COL),) * 2 \
         if prefetch else ()
     xchg = None
@@ -913,16 +913,15 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                                    then_init=rows_init)
         sync.release(0, slot)  # the Q and dO slot may be refilled
         return dk, dv, *nxt
-      dv, dk, part, *nxt = _accumulate(
-          (dv, dk, dq_zeros), (*products, dq_share), interpret,
-          then=rows_next, then_init=rows_init)
+      dv, dk, part = _accumulate((dv, dk, dq_zeros), (*products, dq_share),
+                                 interpret)
       sync.release(0, slot)
 
       @pl.when(i >= 1)  # -- add step i - 1's share to dQ in HBM
       def _():
         ds_tiles.release(1 - parity)
         add_dq(part, prev, f_prev)
-      return dk, dv, *nxt, qt, n
+      return dk, dv, qt, n
 
     # Non-causal folded ALiBi: query tiles right of, across and left of
     # the diagonal in three loops (``fwd.alibi_split``)
@@ -940,8 +939,6 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       dk, dv, *last = head(0, carry)
     else:
       dk, dv, *last = lax.fori_loop(0, group, head, carry)
-    if prefetch:
-      last = last[2:]
     if fused:  # -- the last step's dQ share
       total = group * n_steps
 
