@@ -771,18 +771,17 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         plgpu.wait_smem_to_gmem(0, wait_read_only=True)
         row_tile(w, item_coords(idx + 1), 1 - buf).load(k_ref, v_ref)
 
-    def row_terms(g, j):
-      """(lse2, delta) of step j of query head g (a tile in range even
-      where j is past the item's last step)."""
-      rows = pl.ds(jnp.clip(item.tile_of(j), 0, n_q_tiles - 1) * bq, bq)
-      return tuple(plgpu.load(ref.at[b, kvh * group + g, rows], layout=_COL,
+    def load_rows(n, tile):
+      """(lse2, delta) of query tile ``tile`` of query head n."""
+      rows = pl.ds(tile * bq, bq)
+      return tuple(plgpu.load(ref.at[b, n, rows], layout=_COL,
                               optimized=False) for ref in (lse_ref, delta_ref))
 
-    def next_row_terms(g, j):
-      """``row_terms`` of the step after step j of head g."""
-      last = j + 1 >= n_steps
-      g_next = jnp.minimum(g + last.astype(jnp.int32), group - 1)
-      return row_terms(g_next, jnp.where(last, 0, j + 1))
+    def load_rows_ahead(g, j):
+      """``load_rows`` of step j of head g (``prefetch_rows``), of a tile
+      in range even where j is past the item's last step."""
+      tile = jnp.clip(item.tile_of(j), 0, n_q_tiles - 1)
+      return load_rows(kvh * group + g, tile)
 
     def step(j, carry, *, g, masked: bool, side=None):
       dk, dv, *prev = carry  # fused: (query tile, head) of step i - 1
@@ -795,9 +794,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         # 170: +1-5% at d128; loaded here, they sat ahead of the score GEMMs)
         lse2, delta, *prev = prev
       else:
-        lse2, delta = row_terms(g, j)
-      rows_next = ((lambda: next_row_terms(g, j)) if prefetch
-                   else lambda: ())
+        lse2, delta = load_rows(n, qt)
       if fused:  # (step 0: an unused load of step -1's "rows", tile 0)
         f_prev = fixed_scale(prev)
       q_smem, do_smem = q_smems.at[slot], do_smems.at[slot]
@@ -905,10 +902,16 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       # fused: dQ[q rows, cols] = dS K[:, cols] too (its share
       # of the CTA's dQ, summed over the CTA's C * bk keys)
       if not fused:
-        def then():
+        def then():  # the hand-over, or the next step's rows (the step
+          # after the head's last is the next head's first)
           if hand_over is not None:
             hand_over()
-          return rows_next()
+          if not prefetch:
+            return ()
+          last = j + 1 >= n_steps
+          return load_rows_ahead(
+              jnp.minimum(g + last.astype(jnp.int32), group - 1),
+              jnp.where(last, 0, j + 1))
         dv, dk, *nxt = _accumulate((dv, dk), products, interpret, then=then,
                                    then_init=rows_init)
         sync.release(0, slot)  # the Q and dO slot may be refilled
@@ -933,7 +936,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       return fwd.run_steps(item, functools.partial(step, g=g), carry,
                            alibi_tiles)
 
-    carry = (zeros, zeros, *(row_terms(0, 0) if prefetch else ()),
+    carry = (zeros, zeros, *(load_rows_ahead(0, 0) if prefetch else ()),
              *((jnp.int32(0),) * 2 if fused else ()))
     if group == 1:
       dk, dv, *last = head(0, carry)
