@@ -666,8 +666,11 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   dk_ref, dv_ref, smem, barriers = refs
   k_smems, v_smems, q_smems, do_smems, *extra_smem = smem
   k_bars, v_bars, q_bars, do_bars, *interpret_bars = barriers
-  # dropout: the row keys of each step's query tile come through the Q / dO
-  # ring (TMA, [stages, 2, block_q] int32, their own barriers)
+  # row_ring: each step's lse2 / delta rows come through the Q / dO ring
+  # (TMA, [stages, 2, block_q] f32, their own barriers); dropout: likewise
+  # the row keys of each step's query tile (int32)
+  row_smem = extra_smem.pop() if cfg.row_ring else None
+  row_bars = interpret_bars.pop() if cfg.row_ring else None
   key_smem = extra_smem.pop() if rate > 0.0 else None
   key_bars = interpret_bars.pop() if rate > 0.0 else None
   dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
@@ -793,6 +796,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       if prefetch:  # loaded under the previous step's dV / dK GEMMs (run
         # 170: +1-5% at d128; loaded here, they sat ahead of the score GEMMs)
         lse2, delta, *prev = prev
+      elif row_smem is not None:  # copied by the producer with Q / dO
+        plgpu.barrier_wait(row_bars.at[slot])
+        lse2, delta = (plgpu.load(row_smem.at[slot, a], layout=_COL,
+                                  optimized=False) for a in range(2))
       else:
         lse2, delta = load_rows(n, qt)
       if fused:  # (step 0: an unused load of step -1's "rows", tile 0)
@@ -988,6 +995,11 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                               q_bars.at[slot])
       plgpu.copy_gmem_to_smem(do_ref.at[rows], do_smems.at[slot],
                               do_bars.at[slot])
+      if row_smem is not None:  # the rows' (lse2, delta); both arrive on
+        # the slot's barrier (num_arrivals=2)
+        for a, ref in enumerate((lse_ref, delta_ref)):
+          plgpu.copy_gmem_to_smem(ref.at[b, rows[2], rows[1]],
+                                  row_smem.at[slot, a], row_bars.at[slot])
       if drop is not None:  # the query rows' dropout keys (r_i, m_i)
         drop.copy_rows(b, rows[2], rows[1], key_smem, key_bars, slot)
     return g0 + group * n_steps
@@ -1241,10 +1253,13 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     slots = (kv_tiles,) if params.interpret else ()
     dq_acc = jax.new_ref(jnp.zeros((*slots, b, tp, n, hp), dq_dtype))
     operands.append(dq_acc)
-  key_ring = ()  # dropout row keys (two TMA copies arrive per slot)
+  rings = ()  # the row rings: dropout keys, lse2 / delta (2 copies a slot)
   if rate > 0.0:
     smem.append(plgpu.SMEM(cfg.key_ring_shape, jnp.int32))
-    key_ring = (plgpu.Barrier(num_arrivals=2, num_barriers=stages),)
+    rings = (plgpu.Barrier(num_arrivals=2, num_barriers=stages),)
+  if cfg.row_ring:  # lse2 / delta rows (f32, two TMA copies per slot)
+    smem.append(plgpu.SMEM(cfg.key_ring_shape, jnp.float32))
+    rings += (plgpu.Barrier(num_arrivals=2, num_barriers=stages),)
   dk, dv = _launch(
       functools.partial(_dkdv_kernel, order=order,
                         persistent=bool(num_ctas), **common),
@@ -1254,7 +1269,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
       consumers=c, smem=tuple(smem),
       barriers=(*kv_bars,
                 plgpu.Barrier(num_barriers=stages),
-                plgpu.Barrier(num_barriers=stages), *interp, *key_ring),
+                plgpu.Barrier(num_barriers=stages), *interp, *rings),
       interpret=params.interpret)
   if cfg.one_kernel:
     dq = dq_acc[...]

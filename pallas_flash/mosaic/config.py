@@ -306,6 +306,11 @@ class MosaicBackwardConfig:
       instead of at the step's start, ahead of the score GEMMs whose
       accumulators they initialise.  The d128 default without dropout or
       ALiBi (the cases measured).
+    row_ring: the dK/dV kernel's producer copies each step's lse2 and
+      delta rows by TMA into a ring beside Q / dO ([stages, 2, block_q_dkv]
+      f32, ``key_ring_shape``), and the consumers read them from shared
+      memory, instead of loading them from global memory at the step's
+      start.  Not with ``prefetch_rows``.
   """
 
   block_kv_dkv: int = 64
@@ -323,6 +328,7 @@ class MosaicBackwardConfig:
   fused: bool = False
   persistent: bool = False
   prefetch_rows: bool = False
+  row_ring: bool = False
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):
@@ -347,6 +353,9 @@ class MosaicBackwardConfig:
     if self.prefetch_rows and (self.one_kernel or self.split_head_dim):
       raise ValueError("prefetch_rows needs fused=False, deterministic=True "
                        "and split_head_dim=False (the two-kernel dK/dV kernel)")
+    if self.row_ring and self.prefetch_rows:
+      raise ValueError("row_ring=True needs prefetch_rows=False (the rows "
+                       "come through the ring, or ahead in registers)")
     if self.dq_rows_in_registers and self.split_head_dim:
       raise ValueError("dq_rows_in_registers needs split_head_dim=False (a "
                        "consumer reads every column block of the row tile)")
@@ -425,6 +434,8 @@ class MosaicBackwardConfig:
       # fixed-point int32 words)
       smem += self.block_q_dkv * (2 * c * self.block_kv_dkv * itemsize
                                   + head_dim * 4)
+    if self.row_ring:  # the dK/dV kernel's lse2 / delta rows (f32)
+      smem += math.prod(self.key_ring_shape) * 4
     return smem
 
   @classmethod
