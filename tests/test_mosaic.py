@@ -638,6 +638,15 @@ BACKWARD = [
       causal=True, bottom_right=True, q_lengths=(150, 90),
       config=MosaicBackwardConfig(persistent=True, fused=True,
                                   block_q_dkv=128, block_kv_dq=128)),
+    # row_ring (the d64 default's lse2 / delta rows through the Q / dO
+    # ring): across persistent items, and beside dropout's key ring.
+    B("bwd persistent fused row ring gqa causal lengths", b=2, n=2, k=1,
+      t=150, s=300, causal=True, q_lengths=(150, 0), kv_lengths=(300, 120),
+      config=MosaicBackwardConfig(persistent=True, fused=True, row_ring=True,
+                                  block_q_dkv=128, block_kv_dq=128)),
+    B("bwd dropout two kernels row ring gqa causal", n=2, k=1, t=130, s=140,
+      causal=True, dropout=0.1, config=MosaicBackwardConfig(
+          block_kv_dq=128, row_ring=True)),
     B("bwd persistent split head dim d128 dropout", n=2, k=1, h=128, t=64,
       s=200, dropout=0.2, config=MosaicBackwardConfig(
           persistent=True, split_head_dim=True)),
@@ -943,6 +952,8 @@ def test_bad_backward_config():
               dict(split_head_dim=True)):
     with pytest.raises(ValueError, match="prefetch_rows needs"):
       MosaicBackwardConfig(prefetch_rows=True, **bad)
+  with pytest.raises(ValueError, match="row_ring=True needs"):
+    MosaicBackwardConfig(row_ring=True, prefetch_rows=True)
   for bad in (dict(consumers=3, fused=True), dict(dq_consumers=3,
               deterministic=False), dict(dq_consumers=3, split_head_dim=True)):
     with pytest.raises(ValueError, match="consumers=3 needs"):
@@ -961,6 +972,10 @@ def test_bad_backward_config():
   # keys spill beside the fused kernel's tiles)
   assert MosaicBackwardConfig.default(64, False).fused
   assert not MosaicBackwardConfig.default(64, False, dropout=True).fused
+  # the rows through the ring: d64 without dropout (run 175)
+  assert [MosaicBackwardConfig.default(h, c, d).row_ring
+          for h in (64, 128, 256) for c in (False, True)
+          for d in (False, True)] == [True, False] * 2 + [False] * 8
 
 
 BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
@@ -1011,6 +1026,9 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
      "alibi"),
     (128, True, MosaicBackwardConfig(prefetch_rows=True, persistent=True,
                                      stagger_consumers=True), "segments"),
+    (64, True, MosaicBackwardConfig(row_ring=True, persistent=True,
+                                    fused=True, block_q_dkv=128,
+                                    block_kv_dq=128), "dropout"),
 ]
 
 

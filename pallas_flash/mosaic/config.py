@@ -310,7 +310,9 @@ class MosaicBackwardConfig:
       delta rows by TMA into a ring beside Q / dO ([stages, 2, block_q_dkv]
       f32, ``key_ring_shape``), and the consumers read them from shared
       memory, instead of loading them from global memory at the step's
-      start.  Not with ``prefetch_rows``.
+      start.  Not with ``prefetch_rows``.  The d64 default without
+      dropout (the fused kernel, whose registers do not hold the rows
+      ahead).
   """
 
   block_kv_dkv: int = 64
@@ -517,6 +519,10 @@ class MosaicBackwardConfig:
       process, two executables each, gradients bitwise equal: S4k N +4.2 /
       +3.7%, S16k N +5.1 / +2.4%, S4k C +2.8 / +3.1%, S16k C +1.1 / +1.5%.
       In the d64 fused kernel it lost 21-24% (not offered there).
+    * d64 without dropout: ``row_ring``.  H200, 2026-11-25, run 175, as
+      run 170: S4k N +3.4 / +3.0%, S4k C +5.9 / +4.9%, S16k N +5.1 /
+      +5.4%, S16k C +0.9 / +1.2%.  At d128 in place of ``prefetch_rows``
+      it lost 5-8% (S4k N 0.946, S16k C 0.924-0.930 of the default).
     * d128 non-causal with ALiBi (without dropout): no stagger.  H100,
       2026-11-24, backward against the staggered default in one process:
       S4k N +3% (run 132), +4 / +5% (run 142), +8 / +10% (run 143); S16k N
@@ -528,7 +534,8 @@ class MosaicBackwardConfig:
     if head_dim <= 64 and dropout:
       return cls(block_q_dkv=64, block_kv_dq=128)
     if head_dim <= 64:
-      return cls(block_q_dkv=128, block_kv_dq=128, fused=True)
+      return cls(block_q_dkv=128, block_kv_dq=128, fused=True,
+                 row_ring=True)
     if head_dim > 128:
       return cls(split_head_dim=True)
     if dropout:
