@@ -310,9 +310,9 @@ class MosaicBackwardConfig:
       delta rows by TMA into a ring beside Q / dO ([stages, 2, block_q_dkv]
       f32, ``key_ring_shape``), and the consumers read them from shared
       memory, instead of loading them from global memory at the step's
-      start.  Not with ``prefetch_rows``.  The d64 default without
-      dropout (the fused kernel, whose registers do not hold the rows
-      ahead).
+      start.  Not with ``prefetch_rows``.  The d64 and d256 defaults
+      without dropout (the fused and split kernels, whose registers do not
+      hold the rows ahead).
   """
 
   block_kv_dkv: int = 64
@@ -523,6 +523,12 @@ class MosaicBackwardConfig:
       run 170: S4k N +3.4 / +3.0%, S4k C +5.9 / +4.9%, S16k N +5.1 /
       +5.4%, S16k C +0.9 / +1.2%.  At d128 in place of ``prefetch_rows``
       it lost 5-8% (S4k N 0.946, S16k C 0.924-0.930 of the default).
+      At d256 (run 177): S1k N +2.8 / +2.8%, S4k N +3.5 / +3.3%, S1k C
+      +3.1 / +3.0%, S4k C +3.9 / +2.5%.
+    * d64 without dropout, with the row ring: ``persistent`` (H200,
+      2026-11-25, runs 177-178, as run 175): S4k N +6.1 / +6.5%, S4k C
+      +3.7 / +5.4%, S16k N +0.6 / -0.3%, S16k C +7.0 / +6.4%.  (Runs
+      116-117, H100, without the ring: -7% to +0.2%.)
     * d128 non-causal with ALiBi (without dropout): no stagger.  H100,
       2026-11-24, backward against the staggered default in one process:
       S4k N +3% (run 132), +4 / +5% (run 142), +8 / +10% (run 143); S16k N
@@ -535,9 +541,9 @@ class MosaicBackwardConfig:
       return cls(block_q_dkv=64, block_kv_dq=128)
     if head_dim <= 64:
       return cls(block_q_dkv=128, block_kv_dq=128, fused=True,
-                 row_ring=True)
+                 row_ring=True, persistent=True)
     if head_dim > 128:
-      return cls(split_head_dim=True)
+      return cls(split_head_dim=True, row_ring=not dropout)
     if dropout:
       return cls(block_kv_dq=128)
     return cls(dq_rows_in_registers=1,
