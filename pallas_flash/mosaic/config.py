@@ -490,7 +490,8 @@ class MosaicBackwardConfig:
       450 vs 428 / 384 / 444 / 439 (S4k N, S4k C, S16k N, S16k C: level
       within noise); run 59: with dropout 1-11% slower, d64 two kernels
       with three consumers about half the fused default.
-    * d128 without dropout: ``stagger_consumers`` (consumer 1 starts once
+    * d128 without dropout (causal: until runs 181-182, below):
+      ``stagger_consumers`` (consumer 1 starts once
       consumer 0's first score GEMMs are done; gradients bitwise the same).
       H100, 2026-11-24, runs 96 / 97 / 100, backward TFLOP/s against the
       default of the same process: S16k C +2.5 / +3.1 / +2.9%, S16k N +2.6
@@ -525,6 +526,13 @@ class MosaicBackwardConfig:
       it lost 5-8% (S4k N 0.946, S16k C 0.924-0.930 of the default).
       At d256 (run 177): S1k N +2.8 / +2.8%, S4k N +3.5 / +3.3%, S1k C
       +3.1 / +3.0%, S4k C +3.9 / +2.5%.
+    * d128 causal without dropout or ALiBi, with ``prefetch_rows``: no
+      stagger (H200, 2026-11-25, runs 181-182, as run 170): S4k C +3.4 /
+      +3.0%, S16k C +2.7 / +3.6% and +4.0 / +4.4%, S128k C +2.5 / +2.4%.
+      Non-causal the stagger stays (run 181: without it S4k N -1.2 /
+      -1.4%, S16k N -4.9 / -3.9%).  Neither a third Q / dO stage (S4k N
+      level, S16k N -2.6%, S16k C -4.8%) nor ``persistent`` (run 180: 0.89
+      to 0.96 in every d128 cell) is taken.
     * d64 without dropout, with the row ring: ``persistent`` (H200,
       2026-11-25, runs 177-178, as run 175): S4k N +6.1 / +6.5%, S4k C
       +3.7 / +5.4%, S16k N +0.6 / -0.3%, S16k C +7.0 / +6.4%.  (Runs
@@ -546,6 +554,8 @@ class MosaicBackwardConfig:
       return cls(split_head_dim=True, row_ring=not dropout)
     if dropout:
       return cls(block_kv_dq=128)
+    # the stagger: non-causal without ALiBi; causal only with it (where
+    # prefetch_rows is off)
     return cls(dq_rows_in_registers=1,
-               stagger_consumers=causal or not alibi,
+               stagger_consumers=alibi if causal else not alibi,
                prefetch_rows=not alibi)
