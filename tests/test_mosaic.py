@@ -315,14 +315,15 @@ def test_config_default_d128_causal_long_dropout_takes_three_consumers():
 
 
 def test_backward_config_default_d128_by_dropout_and_alibi():
-  """Q in registers without dropout, and staggered consumers where
-  non-causal (causal only with ALiBi, runs 181-182); with dropout 128-key
-  dQ steps, no stagger."""
+  """Without dropout: 128-key dQ steps, Q from shared memory (runs
+  184-185), staggered consumers where non-causal (runs 181-182); with
+  ALiBi 64-key steps, Q in registers, the stagger only where causal; with
+  dropout 128-key dQ steps, no stagger."""
   for causal in (False, True):
     plain = MosaicBackwardConfig.default(128, causal)
     drop = MosaicBackwardConfig.default(128, causal, dropout=True)
-    assert plain.dq_rows_in_registers == 1
-    assert plain.stagger_consumers == (not causal)
+    assert plain.dq_rows_in_registers == 0 and plain.block_kv_dq == 128
+    assert plain.stagger_consumers == (not causal) and plain.prefetch_rows
     assert drop.dq_rows_in_registers == 0 and not drop.stagger_consumers
     assert drop.block_kv_dq == 128
   # ALiBi: no stagger where non-causal (without dropout)

@@ -533,6 +533,12 @@ class MosaicBackwardConfig:
       -1.4%, S16k N -4.9 / -3.9%).  Neither a third Q / dO stage (S4k N
       level, S16k N -2.6%, S16k C -4.8%) nor ``persistent`` (run 180: 0.89
       to 0.96 in every d128 cell) is taken.
+    * d128 without dropout or ALiBi: 128-key dQ steps with Q from shared
+      memory (``block_kv_dq=128``, ``dq_rows_in_registers=0``; H200,
+      2026-11-25, runs 184-185, as run 170): S4k N +1.2 / +0.8%, S16k N
+      +3.5 / +2.8%, S4k C +3.3 / +3.5%, S16k C +2.8 / +3.4%, S128k C
+      +2.0 / +2.1%.  With Q in registers too, 128-key steps lost 5-6%
+      (S4k N, S16k N).
     * d64 without dropout, with the row ring: ``persistent`` (H200,
       2026-11-25, runs 177-178, as run 175): S4k N +6.1 / +6.5%, S4k C
       +3.7 / +5.4%, S16k N +0.6 / -0.3%, S16k C +7.0 / +6.4%.  (Runs
@@ -554,8 +560,7 @@ class MosaicBackwardConfig:
       return cls(split_head_dim=True, row_ring=not dropout)
     if dropout:
       return cls(block_kv_dq=128)
-    # the stagger: non-causal without ALiBi; causal only with it (where
-    # prefetch_rows is off)
-    return cls(dq_rows_in_registers=1,
-               stagger_consumers=alibi if causal else not alibi,
-               prefetch_rows=not alibi)
+    if alibi:  # (the stagger only where causal)
+      return cls(dq_rows_in_registers=1, stagger_consumers=causal)
+    return cls(block_kv_dq=128, stagger_consumers=not causal,
+               prefetch_rows=True)
