@@ -1,4 +1,4 @@
-# Run 186 (H200): main with the d128 default on 128-key dQ steps, Q from shared memory (runs 184-185). Natively, the d128 causal default's
+# Run 186 (H200): main with the d128 default on 128-key dQ steps, Q from shared memory (runs 184-185). Natively, the d128 default's
 # tests; then issue 12's command on the d128 cells and the long-context cell (python -m benchmarks.run, cuDNN and
 # tokamax in the same run, paired ratios), as runs 171 and 183.
 set -u
