@@ -1255,10 +1255,10 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     operands.append(dq_acc)
   rings = ()  # the row rings: dropout keys, lse2 / delta (2 copies a slot)
   if rate > 0.0:
-    smem.append(plgpu.SMEM(cfg.key_ring_shape, jnp.int32))
+    smem.append(plgpu.SMEM(cfg.row_ring_shape, jnp.int32))
     rings = (plgpu.Barrier(num_arrivals=2, num_barriers=stages),)
   if cfg.row_ring:  # lse2 / delta rows (f32, two TMA copies per slot)
-    smem.append(plgpu.SMEM(cfg.key_ring_shape, jnp.float32))
+    smem.append(plgpu.SMEM(cfg.row_ring_shape, jnp.float32))
     rings += (plgpu.Barrier(num_arrivals=2, num_barriers=stages),)
   dk, dv = _launch(
       functools.partial(_dkdv_kernel, order=order,

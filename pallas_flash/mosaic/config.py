@@ -308,7 +308,7 @@ class MosaicBackwardConfig:
       ALiBi (the cases measured).
     row_ring: the dK/dV kernel's producer copies each step's lse2 and
       delta rows by TMA into a ring beside Q / dO ([stages, 2, block_q_dkv]
-      f32, ``key_ring_shape``), and the consumers read them from shared
+      f32, ``row_ring_shape``), and the consumers read them from shared
       memory, instead of loading them from global memory at the step's
       start.  Not with ``prefetch_rows``.  The d64 and d256 defaults
       without dropout (the fused and split kernels, whose registers do not
@@ -405,14 +405,15 @@ class MosaicBackwardConfig:
     (not with ``split_head_dim``), else 1."""
     if not self.persistent or self.split_head_dim:
       return 1
-    keys = math.prod(self.key_ring_shape) * 4  # (int32; with dropout)
+    keys = math.prod(self.row_ring_shape) * 4  # (int32; with dropout)
     fits = self._smem_bytes(head_dim, itemsize, 2) + keys <= 227 * 1024
     return 2 if fits else 1
 
   @property
-  def key_ring_shape(self) -> tuple[int, int, int]:
-    """With dropout, the dK/dV kernel's ring of each step's query-row keys
-    (int32 r_i and m_i per row, beside Q / dO): [stages, 2, block_q_dkv]."""
+  def row_ring_shape(self) -> tuple[int, int, int]:
+    """A ring of two values per query row of each step, beside Q / dO in
+    the dK/dV kernel: with dropout the row keys (int32 r_i, m_i), with
+    ``row_ring`` lse2 and delta (f32): [stages, 2, block_q_dkv]."""
     return (self.num_stages, 2, self.block_q_dkv)
 
   def smem_bytes(self, head_dim: int, itemsize: int = 2) -> int:
@@ -437,14 +438,14 @@ class MosaicBackwardConfig:
       smem += self.block_q_dkv * (2 * c * self.block_kv_dkv * itemsize
                                   + head_dim * 4)
     if self.row_ring:  # the dK/dV kernel's lse2 / delta rows (f32)
-      smem += math.prod(self.key_ring_shape) * 4
+      smem += math.prod(self.row_ring_shape) * 4
     return smem
 
   @classmethod
   def default(cls, head_dim: int, causal: bool, dropout: bool = False,
               alibi: bool = False) -> "MosaicBackwardConfig":
     """The entry for a (padded) head dim; see docs/mosaic.md.  ``alibi``
-    decides only d128 non-causal without dropout.  (From run 136 to run
+    decides only d128 without dropout.  (From run 136 to run
     159 the sequence lengths decided d128 with dropout: the stagger from
     T, S >= 16k where causal.)
 
