@@ -328,12 +328,23 @@ def environment() -> dict:
   try:
     import pallas_flash
     env["pallas_flash"] = pallas_flash.__version__
-    env["git"] = os.environ.get("BENCH_GIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-        text=True, timeout=10).stdout.strip() or None
+    env["git"] = os.environ.get("BENCH_GIT") or _git_commit()
   except Exception:
     pass
   return env
+
+
+def _git_commit() -> str | None:
+  """HEAD's short hash, with "-dirty" where tracked files differ from it
+  (a copied checkout with later edits: the commit is not the tree that
+  ran; BENCH_GIT names the right one where it is known)."""
+  git = lambda *a: subprocess.run(["git", *a], capture_output=True,
+                                  text=True, timeout=10)
+  head = git("rev-parse", "--short", "HEAD").stdout.strip()
+  if not head:
+    return None
+  dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+  return head + ("-dirty" if dirty else "")
 
 
 def run_name(env) -> str:
