@@ -995,11 +995,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                               q_bars.at[slot])
       plgpu.copy_gmem_to_smem(do_ref.at[rows], do_smems.at[slot],
                               do_bars.at[slot])
-      if row_smem is not None:  # the rows' (lse2, delta); both arrive on
-        # the slot's barrier (num_arrivals=2)
-        for a, ref in enumerate((lse_ref, delta_ref)):
-          plgpu.copy_gmem_to_smem(ref.at[b, rows[2], rows[1]],
-                                  row_smem.at[slot, a], row_bars.at[slot])
+      if row_smem is not None:  # the rows' (lse2, delta)
+        fwd.copy_row_pair((lse_ref, delta_ref), b, rows[2], rows[1], row_smem,
+                          row_bars, slot)
       if drop is not None:  # the query rows' dropout keys (r_i, m_i)
         drop.copy_rows(b, rows[2], rows[1], key_smem, key_bars, slot)
     return g0 + group * n_steps

@@ -578,6 +578,15 @@ def _keep_select(pairs, row_keys, col_keys, thresh, query_major: bool):
   return list(body(col_keys, r_t, m_t, *xs, *others))
 
 
+def copy_row_pair(refs, b, n, q_rows, ring, bars, slot):
+  """TMA copies of query rows ``q_rows`` of (b, n) of two [B, N, T] refs
+  into slot ``slot`` of a [stages, 2, rows] ring (the dK/dV kernel's, beside
+  Q / dO); both arrive on the slot's barrier (``num_arrivals=2``)."""
+  for a, ref in enumerate(refs):
+    plgpu.copy_gmem_to_smem(ref.at[b, n, q_rows], ring.at[slot, a],
+                            bars.at[slot])
+
+
 class DropoutTiles:
   """The ``dropout.keep`` bits of score tiles, from ``dropout_keys``'
   refs (row additive keys, row multipliers [B, N, Tp], column keys [Sp]).
@@ -627,12 +636,9 @@ class DropoutTiles:
     return self._vec(key_smem.at[slot], 1 - self.q_dim)
 
   def copy_rows(self, b, n, q_rows, key_smem, key_bars, slot):
-    """TMA copies of the row-key pair of query rows ``q_rows`` of (b, n)
-    into ring slot ``slot`` (what ``ring_rows`` reads); both arrive on its
-    barrier (``num_arrivals=2``)."""
-    for a, ref in enumerate((self.add_ref, self.mul_ref)):
-      plgpu.copy_gmem_to_smem(ref.at[b, n, q_rows], key_smem.at[slot, a],
-                              key_bars.at[slot])
+    """``copy_row_pair`` of the row-key pair (what ``ring_rows`` reads)."""
+    copy_row_pair((self.add_ref, self.mul_ref), b, n, q_rows, key_smem,
+                  key_bars, slot)
 
   def ring_rows(self, key_smem, key_bars, slot):
     """The row-key pair of ring slot ``slot`` ([stages, 2, rows] int32:
