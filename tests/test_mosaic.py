@@ -316,14 +316,17 @@ def test_config_default_d128_causal_long_dropout_takes_three_consumers():
 
 def test_backward_config_default_d128_by_dropout_and_alibi():
   """Without dropout: 128-key dQ steps, Q from shared memory (runs
-  184-185), staggered consumers where non-causal (runs 181-182); with
-  ALiBi 64-key steps, Q in registers, the stagger only where causal; with
-  dropout 128-key dQ steps, no stagger."""
+  184-185), staggered consumers and 240 registers per dK/dV consumer where
+  non-causal (runs 181-182, 189-190); with ALiBi 64-key steps, Q in
+  registers, the stagger only where causal; with dropout 128-key dQ steps,
+  no stagger."""
   for causal in (False, True):
     plain = MosaicBackwardConfig.default(128, causal)
     drop = MosaicBackwardConfig.default(128, causal, dropout=True)
     assert plain.dq_rows_in_registers == 0 and plain.block_kv_dq == 128
     assert plain.stagger_consumers == (not causal) and plain.prefetch_rows
+    assert plain.dkdv_registers == (None if causal else 240)
+    assert drop.dkdv_registers is None and plain.dq_registers is None
     assert drop.dq_rows_in_registers == 0 and not drop.stagger_consumers
     assert drop.block_kv_dq == 128
   # ALiBi: no stagger where non-causal (without dropout)
@@ -339,6 +342,13 @@ def test_backward_config_default_d128_by_dropout_and_alibi():
     MosaicBackwardConfig(dq_rows_in_registers=3)
   with pytest.raises(ValueError, match="split_head_dim=False"):
     MosaicBackwardConfig(dq_rows_in_registers=1, split_head_dim=True)
+  with pytest.raises(ValueError, match="dkdv_registers=236"):
+    MosaicBackwardConfig(dkdv_registers=236)
+  with pytest.raises(ValueError, match="dq_registers=240 .* two consumers"):
+    MosaicBackwardConfig(dq_consumers=3, dq_registers=240)
+  # the dQ kernel's own config drops the dK/dV kernel's count
+  three = MosaicBackwardConfig(dq_consumers=3, dkdv_registers=240)
+  assert three.dq_kernel().dkdv_registers is None
 
 
 def test_config_default_causal_persistent_sorts_items_longest_first():
@@ -657,6 +667,10 @@ BACKWARD = [
 ]
 
 SLOW_BACKWARD = [
+    B("bwd registers 240 both kernels gqa lengths d128", b=2, t=1024, s=1100,
+      n=4, k=2, h=128, kv_lengths=(1100, 333), config=MosaicBackwardConfig(
+          block_kv_dq=128, prefetch_rows=True, dkdv_registers=240,
+          dq_registers=240)),
     B("bwd S2k causal d128", b=2, t=2048, s=2048, n=4, k=4, h=128,
       causal=True),
     B("bwd S1k d64", b=2, t=1024, s=1024, n=8, k=8),

@@ -579,7 +579,8 @@ def _launch(kernel, name, operands, out_type, order, consumers: int,
   )(*operands)
 
 
-def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer):
+def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer,
+             registers: int | None = None):
   """The warpgroup roles as the two branches of one if/else, the form ptxas
   documents for ``setmaxnreg`` (the consumers' code is register-allocated
   for 232 registers, the producer's for 40; ptxas's report shows the
@@ -591,6 +592,8 @@ def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer):
   # registers at d128) spill at 232 (428 bytes, run 18), not at 240 with a
   # 24-register producer (run 20; FA3's split).
   regs = (240, 24) if cfg.one_kernel else fwd._REGISTERS[c]
+  if registers is not None:  # the kernel's own (``dkdv_registers``, ...)
+    regs = (registers, 24 if registers == 240 else 40)
 
   def consumers():
     plgpu.set_max_registers(regs[0], action="increase")
@@ -1002,7 +1005,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         drop.copy_rows(b, rows[2], rows[1], key_smem, key_bars, slot)
     return g0 + group * n_steps
 
-  _by_role(wg, cfg, _producer, _consumer)
+  _by_role(wg, cfg, _producer, _consumer, cfg.dkdv_registers)
 
 
 # --------------------------------------------------------------------------
@@ -1150,7 +1153,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       sync.await_release(0, slot)
       sync.await_release(1, slot)
 
-  _by_role(wg, cfg, _producer, _consumer)
+  _by_role(wg, cfg, _producer, _consumer, cfg.dq_registers)
 
 
 # --------------------------------------------------------------------------

@@ -313,6 +313,11 @@ class MosaicBackwardConfig:
       start.  Not with ``prefetch_rows``.  The d64 and d256 defaults
       without dropout (the fused and split kernels, whose registers do not
       hold the rows ahead).
+    dkdv_registers: registers per consumer thread of the dK/dV kernel
+      (``setmaxnreg``), with two consumers: 232 (the producer keeps 40) or
+      240 (the producer 24, FA3's split).  None: 240 in the fused kernel,
+      232 in the two-kernel form.
+    dq_registers: the same for the dQ kernel (None: 232).
   """
 
   block_kv_dkv: int = 64
@@ -331,6 +336,8 @@ class MosaicBackwardConfig:
   persistent: bool = False
   prefetch_rows: bool = False
   row_ring: bool = False
+  dkdv_registers: int | None = None  # None: 240 fused, else 232
+  dq_registers: int | None = None  # None: 232
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):
@@ -358,6 +365,12 @@ class MosaicBackwardConfig:
     if self.row_ring and self.prefetch_rows:
       raise ValueError("row_ring=True needs prefetch_rows=False (the rows "
                        "come through the ring, or ahead in registers)")
+    for name, c in (("dkdv_registers", self.consumers),
+                    ("dq_registers", self.dq_consumers or self.consumers)):
+      value = getattr(self, name)
+      if value not in (None, 232, 240) or (value is not None and c != 2):
+        raise ValueError(f"{name}={value} must be None, 232 or 240, with "
+                         "two consumers")
     if self.dq_rows_in_registers and self.split_head_dim:
       raise ValueError("dq_rows_in_registers needs split_head_dim=False (a "
                        "consumer reads every column block of the row tile)")
@@ -397,7 +410,8 @@ class MosaicBackwardConfig:
   def dq_kernel(self) -> "MosaicBackwardConfig":
     """The config the dQ kernel runs with (``dq_consumers`` consumers)."""
     return dataclasses.replace(self, consumers=self.dq_consumers
-                               or self.consumers, dq_consumers=None)
+                               or self.consumers, dq_consumers=None,
+                               dkdv_registers=None)
 
   def kv_buffers(self, head_dim: int, itemsize: int = 2) -> int:
     """K / V tile sets of the dK/dV kernel: 2 where ``persistent`` (the next
@@ -551,6 +565,14 @@ class MosaicBackwardConfig:
       level, S16k C -3 / -2%).  With ALiBi (run 142), 128-key dQ steps
       lose 10-12%, and the dQ kernel's Q from shared memory reads +1 / +2%
       at S4k N, -2 / +2% at S16k N.
+    * d128 non-causal without dropout or ALiBi: 240 registers per dK/dV
+      consumer, 24 for its producer (``dkdv_registers=240``; ptxas: the
+      consumer's spills 8 bytes instead of 36-72).  H200, 2026-11-25, runs
+      189-190, as run 170: S4k N +0.7 / +1.0% and +1.3 / +0.5%, S16k N
+      +1.4 / +0.5% and +2.8 / +1.3%.  Causal it lost at S16k C (-5.7 /
+      -6.2%, -6.8 / -7.4%; S4k C +1.3 / +2.2%): not taken.  The dQ
+      kernel's 240 (``dq_registers``) is level, and with its Q in
+      registers on 128-key steps spills 144-220 bytes and loses 7-9%.
     """
     if head_dim <= 64 and dropout:
       return cls(block_q_dkv=64, block_kv_dq=128)
@@ -564,4 +586,4 @@ class MosaicBackwardConfig:
     if alibi:  # (the stagger only where causal)
       return cls(dq_rows_in_registers=1, stagger_consumers=causal)
     return cls(block_kv_dq=128, stagger_consumers=not causal,
-               prefetch_rows=True)
+               prefetch_rows=True, dkdv_registers=None if causal else 240)
