@@ -318,8 +318,6 @@ class MosaicBackwardConfig:
       240 (the producer 24, FA3's split).  None: 240 in the fused kernel,
       232 in the two-kernel form.
     dq_registers: the same for the dQ kernel (None: 232).
-    dq_stagger: ``stagger_consumers`` for the dQ kernel alone; None: the
-      dK/dV kernel's.
   """
 
   block_kv_dkv: int = 64
@@ -340,7 +338,6 @@ class MosaicBackwardConfig:
   row_ring: bool = False
   dkdv_registers: int | None = None  # None: 240 fused, else 232
   dq_registers: int | None = None  # None: 232
-  dq_stagger: bool | None = None  # None: stagger_consumers
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):
@@ -414,9 +411,7 @@ class MosaicBackwardConfig:
     """The config the dQ kernel runs with (``dq_consumers`` consumers)."""
     return dataclasses.replace(self, consumers=self.dq_consumers
                                or self.consumers, dq_consumers=None,
-                               dkdv_registers=None, dq_stagger=None,
-                               stagger_consumers=self.stagger_consumers
-                               if self.dq_stagger is None else self.dq_stagger)
+                               dkdv_registers=None)
 
   def kv_buffers(self, head_dim: int, itemsize: int = 2) -> int:
     """K / V tile sets of the dK/dV kernel: 2 where ``persistent`` (the next
