@@ -5,8 +5,10 @@ head dim (96), fp16, a soft-cap, ragged kv lengths.  Each config compiled
 twice, timed interleaved (``benchmarks.timing.time_interleaved``) with the
 forward alone, whose time is taken off; gradients compared bitwise.
 
-  python3 shapes_ab.py
+  python3 shapes_ab.py      # non-causal: the default (240) against 232
+  python3 shapes_ab.py C    # causal: the default (232) against 240
 """
+import sys
 import dataclasses
 
 import jax
@@ -29,12 +31,12 @@ SHAPES = {  # name: (b, t, n, kv heads, h, dtype, extra kwargs)
 }
 
 for name, (b, t, n, kh, h, dtype, extra) in SHAPES.items():
+  kw = {}
   ks = jax.random.split(jax.random.key(0), 4)
   q = jax.random.normal(ks[0], (b, t, n, h), dtype)
   k = jax.random.normal(ks[1], (b, t, kh, h), dtype)
   v = jax.random.normal(ks[2], (b, t, kh, h), dtype)
   do = jax.random.normal(ks[3], q.shape, dtype)
-  kw = {}
   if "segments" in extra:
     seg = jnp.broadcast_to(jnp.arange(t) // (t // extra["segments"]), (b, t))
     kw.update(query_segment_ids=seg, key_value_segment_ids=seg)
@@ -43,10 +45,16 @@ for name, (b, t, n, kh, h, dtype, extra) in SHAPES.items():
   if "kv_lengths" in extra:
     kw["key_value_seq_lengths"] = jnp.array([t, t - 333, t // 2 + 1, 1000][:b],
                                             jnp.int32)
-  fwd_cfg = MosaicConfig.default(128, False, kv_seqlen=t)
-  new = MosaicBackwardConfig.default(128, False)
-  configs = {"default (240)": new,
-             "232": dataclasses.replace(new, dkdv_registers=None)}
+  causal = sys.argv[1:] == ["C"]
+  kw["is_causal"] = causal
+  fwd_cfg = MosaicConfig.default(128, causal, kv_seqlen=t)
+  new = MosaicBackwardConfig.default(128, causal)
+  if causal:
+    configs = {"240": dataclasses.replace(new, dkdv_registers=240),
+               "232": new}
+  else:
+    configs = {"default (240)": new,
+               "232": dataclasses.replace(new, dkdv_registers=None)}
   calls, grads = {}, {}
   fwd = jax.jit(lambda q, k, v: pf.flash_attention(
       q, k, v, implementation="mosaic",
@@ -65,7 +73,7 @@ for name, (b, t, n, kh, h, dtype, extra) in SHAPES.items():
       calls[f"{cname} {rep}"] = (cg, (q, k, v, do))
       grads[cname] = cg(q, k, v, do)
   same = all(bool(jnp.array_equal(x, y)) for x, y in
-             zip(grads["default (240)"], grads["232"]))
+             zip(*grads.values()))
   tm = time_interleaved(calls, 9, 0.03)
   bwd_s = {c: tm[c][0] - tm["fwd"][0] for c in calls if c != "fwd"}
   base = (bwd_s["232 a"] + bwd_s["232 b"]) / 2
