@@ -457,9 +457,11 @@ class MosaicBackwardConfig:
 
   @classmethod
   def default(cls, head_dim: int, causal: bool, dropout: bool = False,
-              alibi: bool = False) -> "MosaicBackwardConfig":
+              alibi: bool = False, soft_cap: bool = False
+              ) -> "MosaicBackwardConfig":
     """The entry for a (padded) head dim; see docs/mosaic.md.  ``alibi``
-    decides only d128 without dropout.  (From run 136 to run
+    and ``soft_cap`` decide only d128 without dropout (``soft_cap``: only
+    without ALiBi).  (From run 136 to run
     159 the sequence lengths decided d128 with dropout: the stagger from
     T, S >= 16k where causal.)
 
@@ -573,6 +575,13 @@ class MosaicBackwardConfig:
       -6.2%, -6.8 / -7.4%; S4k C +1.3 / +2.2%): not taken.  The dQ
       kernel's 240 (``dq_registers``) is level, and with its Q in
       registers on 128-key steps spills 144-220 bytes and loses 7-9%.
+      Beside those cells (run 194, S4k, non-causal): GQA 32/8 +2.7%,
+      ragged kv lengths +3.4%, soft-cap +8.6%, head dim 96 +1.2%, fp16
+      level, packed sequences -0.7%.
+    * d128 causal with a soft-cap (without dropout or ALiBi): 240 registers
+      per dK/dV consumer as well.  H200, 2026-11-25, run 195 (S4k C): +12.3
+      / +14.5%; without a soft-cap GQA 32/8 lost 6%, packed sequences 1.5%,
+      and head dim 96, fp16 and ragged kv lengths moved 0 to +1.8%.
     """
     if head_dim <= 64 and dropout:
       return cls(block_q_dkv=64, block_kv_dq=128)
@@ -586,4 +595,5 @@ class MosaicBackwardConfig:
     if alibi:  # (the stagger only where causal)
       return cls(dq_rows_in_registers=1, stagger_consumers=causal)
     return cls(block_kv_dq=128, stagger_consumers=not causal,
-               prefetch_rows=True, dkdv_registers=None if causal else 240)
+               prefetch_rows=True,
+               dkdv_registers=240 if soft_cap or not causal else None)
