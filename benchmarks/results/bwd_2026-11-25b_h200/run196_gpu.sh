@@ -1,7 +1,6 @@
 # Run 196 (H200): main with the d128 soft-cap default at 240 registers per dK/dV consumer, causal too (run 195).
 # Natively, the soft-cap tests (causal d128 fp16 under that default; the d64 / d256 ones unchanged) and the
-# non-causal d128 default's; then the causal soft-cap shape of run 195 again through the defaults chosen by the
-# dispatcher (shapes_ab.py C: 240 against 232, soft-cap row only).
+# non-causal d128 default's.
 set -u
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 export PYTHONPATH=$PWD
