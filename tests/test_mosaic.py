@@ -317,8 +317,8 @@ def test_config_default_d128_causal_long_dropout_takes_three_consumers():
 def test_backward_config_default_d128_by_dropout_and_alibi():
   """Without dropout: 128-key dQ steps, Q from shared memory (runs
   184-185), staggered consumers and 240 registers per dK/dV consumer where
-  non-causal (runs 181-182, 189-190), 240 also with a soft-cap (run 195);
-  with ALiBi 64-key steps, Q in
+  non-causal (runs 181-182, 189-190; with dropout or ALiBi too, run 197),
+  240 also with a soft-cap (run 195); with ALiBi 64-key steps, Q in
   registers, the stagger only where causal; with dropout 128-key dQ steps,
   no stagger."""
   for causal in (False, True):
@@ -329,7 +329,10 @@ def test_backward_config_default_d128_by_dropout_and_alibi():
     assert plain.dkdv_registers == (None if causal else 240)
     capped = MosaicBackwardConfig.default(128, causal, soft_cap=True)
     assert capped == dataclasses.replace(plain, dkdv_registers=240)
-    assert drop.dkdv_registers is None and plain.dq_registers is None
+    assert drop.dkdv_registers == plain.dkdv_registers
+    assert plain.dq_registers is None
+    assert MosaicBackwardConfig.default(
+        128, causal, alibi=True).dkdv_registers == plain.dkdv_registers
     assert drop.dq_rows_in_registers == 0 and not drop.stagger_consumers
     assert drop.block_kv_dq == 128
   # ALiBi: no stagger where non-causal (without dropout)

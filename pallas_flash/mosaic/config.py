@@ -582,6 +582,11 @@ class MosaicBackwardConfig:
       per dK/dV consumer as well.  H200, 2026-11-25, run 195 (S4k C): +12.3
       / +14.5%; without a soft-cap GQA 32/8 lost 6%, packed sequences 1.5%,
       and head dim 96, fp16 and ragged kv lengths moved 0 to +1.8%.
+    * d128 non-causal with dropout or ALiBi: 240 registers per dK/dV
+      consumer too.  H200, 2026-11-25, run 197, as run 170: dropout 0.1
+      S4k N +3.4 / +3.1%, ALiBi S4k N +5.4 / +5.7%; causal (S16k C)
+      dropout -2.7 / -0.9%, ALiBi +0.7 / 0.0%.  Not at d256 (split head
+      dim; dK/dV or dQ kernel at 240: -2.0 to +1.5%).
     """
     if head_dim <= 64 and dropout:
       return cls(block_q_dkv=64, block_kv_dq=128)
@@ -590,10 +595,12 @@ class MosaicBackwardConfig:
                  row_ring=True, persistent=True)
     if head_dim > 128:
       return cls(split_head_dim=True, row_ring=not dropout)
+    wide = None if causal else 240  # dK/dV registers (runs 189-197)
     if dropout:
-      return cls(block_kv_dq=128)
+      return cls(block_kv_dq=128, dkdv_registers=wide)
     if alibi:  # (the stagger only where causal)
-      return cls(dq_rows_in_registers=1, stagger_consumers=causal)
+      return cls(dq_rows_in_registers=1, stagger_consumers=causal,
+                 dkdv_registers=wide)
     return cls(block_kv_dq=128, stagger_consumers=not causal,
                prefetch_rows=True,
-               dkdv_registers=240 if soft_cap or not causal else None)
+               dkdv_registers=240 if soft_cap else wide)
