@@ -670,26 +670,9 @@ BACKWARD = [
     B("bwd persistent split head dim d128 dropout", n=2, k=1, h=128, t=64,
       s=200, dropout=0.2, config=MosaicBackwardConfig(
           persistent=True, split_head_dim=True)),
-    # one_launch: the dK/dV and dQ kernels' CTAs in one grid (shared
-    # scratch), causal (the dQ tiles longest first) and with dropout.
-    B("bwd one launch d128 gqa causal lengths", b=2, n=2, k=1, h=128, t=150,
-      s=200, causal=True, kv_lengths=(200, 90), config=MosaicBackwardConfig(
-          one_launch=True, block_kv_dq=128, prefetch_rows=True)),
-    B("bwd one launch dropout segments", b=2, t=130, s=140, segments=True,
-      dropout=0.1, config=MosaicBackwardConfig(one_launch=True)),
 ]
 
 SLOW_BACKWARD = [
-    B("bwd one launch S2k d128 gqa (default otherwise)", b=2, t=2048, s=2048,
-      n=4, k=2, h=128, config=MosaicBackwardConfig(
-          one_launch=True, block_kv_dq=128, stagger_consumers=True,
-          prefetch_rows=True, dkdv_registers=240)),
-    B("bwd one launch causal ragged d128 window", b=2, t=1000, s=1100, n=2,
-      k=2, h=128, causal=True, window=(300, 0), config=MosaicBackwardConfig(
-          one_launch=True, block_kv_dq=128, prefetch_rows=True)),
-    B("bwd one launch d256 split dropout", t=1024, s=1000, n=2, k=2, h=256,
-      dropout=0.1, config=MosaicBackwardConfig(
-          one_launch=True, split_head_dim=True)),
     B("bwd registers 240 both kernels gqa lengths d128", b=2, t=1024, s=1100,
       n=4, k=2, h=128, kv_lengths=(1100, 333), config=MosaicBackwardConfig(
           block_kv_dq=128, prefetch_rows=True, dkdv_registers=240,
@@ -1077,11 +1060,6 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (64, True, MosaicBackwardConfig(row_ring=True, persistent=True,
                                     fused=True, block_q_dkv=128,
                                     block_kv_dq=128), "dropout"),
-    (128, False, MosaicBackwardConfig(one_launch=True, block_kv_dq=128,
-                                      prefetch_rows=True, dkdv_registers=240,
-                                      stagger_consumers=True), None),
-    (256, True, MosaicBackwardConfig(one_launch=True, split_head_dim=True),
-     "dropout"),
 ]
 
 

@@ -566,12 +566,6 @@ def _launch(kernel, name, operands, out_type, order, consumers: int,
   body.__name__ = name
   if num_ctas:
     order = (("cta", num_ctas),)
-  return _kernel(body, out_type, order, consumers, interpret)(*operands)
-
-
-def _kernel(body, out_type, order, consumers: int, interpret: bool):
-  """``plgpu.kernel`` of a warp-specialised body: a grid of ``order``, a
-  producer warpgroup after ``consumers`` consumer warpgroups."""
   return plgpu.kernel(
       body,
       out_type=out_type,
@@ -582,40 +576,8 @@ def _kernel(body, out_type, order, consumers: int, interpret: bool):
       compiler_params=plgpu.CompilerParams(
           approx_math=True, unsafe_no_auto_barriers=True,
           reduction_scratch_bytes=0),
-      interpret=plgpu.InterpretGPUParams() if interpret else None)
-
-
-def _launch_both(first: dict, second: dict, consumers: int,
-                 interpret: bool):
-  """``MosaicBackwardConfig.one_launch``: the CTAs of two ``_launch``
-  argument sets (kernel, name, operands, out_type, order, smem, barriers;
-  each kernel taking ``flat=``, its first CTA) in one flat "cta" grid,
-  ``first``'s CTAs first.  The CTA's branch (``lax.cond``) allocates its
-  kernel's scratch: Mosaic GPU gives a cond's branches the same shared
-  memory and barriers (the larger need of the two).  -> (first's outputs,
-  second's outputs)."""
-  sizes = [math.prod(n for _, n in x["order"]) for x in (first, second)]
-  outs = [x["out_type"] if isinstance(x["out_type"], tuple)
-          else (x["out_type"],) for x in (first, second)]
-  n_in = [len(x["operands"]) for x in (first, second)]
-
-  def body(*refs):
-    ins = (refs[:n_in[0]], refs[n_in[0]:sum(n_in)])
-    out_refs = refs[sum(n_in):]
-    out_refs = (out_refs[:len(outs[0])], out_refs[len(outs[0]):])
-
-    def run(i):
-      x = (first, second)[i]
-      pl.run_scoped(functools.partial(x["kernel"], *ins[i], *out_refs[i],
-                                      flat=(0, sizes[0])[i]),
-                    x["smem"], x["barriers"], collective_axes="wg")
-    lax.cond(lax.axis_index("cta") < sizes[0], lambda: run(0),
-             lambda: run(1))
-
-  body.__name__ = f"{first['name']}_and_dq"
-  res = _kernel(body, (*outs[0], *outs[1]), (("cta", sum(sizes)),),
-                consumers, interpret)(*first["operands"], *second["operands"])
-  return tuple(res[:len(outs[0])]), tuple(res[len(outs[0]):])
+      interpret=plgpu.InterpretGPUParams() if interpret else None,
+  )(*operands)
 
 
 def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer,
@@ -675,8 +637,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                  *refs, spec: masks.MaskSpec, scale: float,
                  cap: float | None, cfg: MosaicBackwardConfig, group: int,
                  interpret: bool, alibi: bool, rate: float,
-                 order: tuple[tuple[str, int], ...], persistent: bool,
-                 flat: int | None = None):
+                 order: tuple[tuple[str, int], ...], persistent: bool):
   """A work item: ``C * block_kv`` key rows of kv head ``heads``; loops over
   the G query heads of the kv head, then the query tiles of the tile table.
   One item per CTA (a grid of ``order``), or with ``persistent`` the items
@@ -722,7 +683,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   n_q_tiles = lse_ref.shape[-1] // bq
   wg = lax.axis_index("wg")
   sync = fwd._Sync(wg, c, stages, interpret_bars if interpret else None)
-  items = schedule.Items(order, sched_ref, flat)
+  items = schedule.Items(order, sched_ref)
   kv_sets = k_smems.shape[0] // c if not cfg.split_head_dim else 1
 
   def item_coords(i):
@@ -1056,11 +1017,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                *refs, spec: masks.MaskSpec, scale: float, cap: float | None,
                cfg: MosaicBackwardConfig, group: int, num_q_tiles: int,
-               interpret: bool, alibi: bool, rate: float,
-               order: tuple[tuple[str, int], ...], flat: int | None = None):
+               interpret: bool, alibi: bool, rate: float):
   """One CTA: ``C * block_q`` query rows of head ``heads``; loops over the
-  kv tiles of the tile table (causal: launched longest first).  ``order``
-  and ``flat``: as ``schedule.Items``'."""
+  kv tiles of the tile table (causal: launched longest first)."""
   q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
   drop = fwd.DropoutTiles.pop(refs, rate,
@@ -1075,8 +1034,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   c, stages = cfg.consumers, cfg.num_stages
   bq, bk = cfg.block_q_dq, cfg.block_kv_dq
   wg = lax.axis_index("wg")
-  coords = schedule.Items(order, flat=flat).coords(0)
-  b, n, qt = (coords[a] for a in ("batch", "heads", "q_tiles"))
+  b, n, qt = (lax.axis_index(a) for a in ("batch", "heads", "q_tiles"))
   if spec.is_causal:  # the last query tiles see the most keys
     qt = num_q_tiles - 1 - qt
   sync = fwd._Sync(wg, c, stages, interpret_bars if interpret else None)
@@ -1304,18 +1262,17 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   if cfg.row_ring:  # lse2 / delta rows (f32, two TMA copies per slot)
     smem.append(plgpu.SMEM(cfg.row_ring_shape, jnp.float32))
     rings += (plgpu.Barrier(num_arrivals=2, num_barriers=stages),)
-  dkdv_call = dict(
-      kernel=functools.partial(_dkdv_kernel, order=order,
-                               persistent=bool(num_ctas), **common),
-      name="pallas_flash_mosaic_dkdv", operands=operands,
+  dk, dv = _launch(
+      functools.partial(_dkdv_kernel, order=order,
+                        persistent=bool(num_ctas), **common),
+      "pallas_flash_mosaic_dkdv", operands,
       out_type=(jax.ShapeDtypeStruct((b, sp, kh, hp), k.dtype),) * 2,
-      order=order, smem=tuple(smem),
+      order=order, num_ctas=num_ctas,
+      consumers=c, smem=tuple(smem),
       barriers=(*kv_bars,
                 plgpu.Barrier(num_barriers=stages),
-                plgpu.Barrier(num_barriers=stages), *interp, *rings))
-  if not cfg.one_launch:
-    dk, dv = _launch(**dkdv_call, num_ctas=num_ctas, consumers=c,
-                     interpret=params.interpret)
+                plgpu.Barrier(num_barriers=stages), *interp, *rings),
+      interpret=params.interpret)
   if cfg.one_kernel:
     dq = dq_acc[...]
     if params.interpret:  # (integer words: the same sums in any order)
@@ -1331,14 +1288,14 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   bq, bk = cfg.block_q_dq, cfg.block_kv_dq
   q_smem, q_bars = _RowTile.allocate(dq_cfg, bq, hp, q.dtype)
   dq_interp = _interpret_barriers(dq_cfg) if params.interpret else ()
-  dq_order = (("heads", n), ("q_tiles", q_tiles), ("batch", b))
-  dq_call = dict(
-      kernel=functools.partial(_dq_kernel, num_q_tiles=q_tiles,
-                               order=dq_order, **{**common, "cfg": dq_cfg}),
-      name="pallas_flash_mosaic_dq",
-      operands=[q, k, v, do, lse2, delta, q_table, *mask_ops],
+  dq = _launch(
+      functools.partial(_dq_kernel, num_q_tiles=q_tiles,
+                        **{**common, "cfg": dq_cfg}),
+      "pallas_flash_mosaic_dq",
+      [q, k, v, do, lse2, delta, q_table, *mask_ops],
       out_type=jax.ShapeDtypeStruct((b, tp, n, hp), q.dtype),
-      order=dq_order,
+      order=(("heads", n), ("q_tiles", q_tiles), ("batch", b)),
+      consumers=dq_cfg.consumers,
       smem=(*q_smem,
             plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED),
             plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED),
@@ -1348,10 +1305,6 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
       barriers=(*q_bars,
                 plgpu.Barrier(num_barriers=stages),
                 plgpu.Barrier(num_barriers=stages), *dq_interp,
-                *([plgpu.Barrier(num_barriers=stages)] if rate > 0.0 else [])))
-  if cfg.one_launch:  # one grid: the dQ CTAs fill the dK/dV kernel's tail
-    (dk, dv), (dq,) = _launch_both(dkdv_call, dq_call, c, params.interpret)
-  else:
-    dq = _launch(**dq_call, consumers=dq_cfg.consumers,
-                 interpret=params.interpret)
+                *([plgpu.Barrier(num_barriers=stages)] if rate > 0.0 else [])),
+      interpret=params.interpret)
   return dq[:, :t, :, :h], dk[:, :s, :, :h], dv[:, :s, :, :h]

@@ -318,12 +318,6 @@ class MosaicBackwardConfig:
       240 (the producer 24, FA3's split).  None: 240 in the fused kernel,
       232 in the two-kernel form.
     dq_registers: the same for the dQ kernel (None: 232).
-    one_launch: the two kernels' CTAs in one grid, the dK/dV kernel's
-      first (one ``plgpu.kernel`` whose CTAs branch on their index; the
-      branches share shared memory): the dQ kernel's CTAs start on the SMs
-      that the dK/dV kernel's last wave leaves idle, instead of after its
-      slowest CTA.  Two kernels only (not fused, not persistent), with one
-      consumer count.
   """
 
   block_kv_dkv: int = 64
@@ -344,7 +338,6 @@ class MosaicBackwardConfig:
   row_ring: bool = False
   dkdv_registers: int | None = None  # None: 240 fused, else 232
   dq_registers: int | None = None  # None: 232
-  one_launch: bool = False
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):
@@ -378,11 +371,6 @@ class MosaicBackwardConfig:
       if value not in (None, 232, 240) or (value is not None and c != 2):
         raise ValueError(f"{name}={value} must be None, 232 or 240, with "
                          "two consumers")
-    if self.one_launch and (self.one_kernel or self.persistent or (
-        self.dq_consumers or self.consumers) != self.consumers):
-      raise ValueError("one_launch=True needs fused=False, deterministic="
-                       "True, persistent=False and dq_consumers=None or "
-                       "consumers (one thread count for both kernels)")
     if self.dq_rows_in_registers and self.split_head_dim:
       raise ValueError("dq_rows_in_registers needs split_head_dim=False (a "
                        "consumer reads every column block of the row tile)")

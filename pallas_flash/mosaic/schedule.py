@@ -101,16 +101,12 @@ def item_of(coords, order, num_q_tiles: int, longest_first: bool):
 class Items:
   """A kernel CTA's work items, in the launch ``order`` ((axis name, size),
   the last axis fastest): without a schedule, the one item of the CTA's grid
-  coordinates (a grid of ``order``, or its place in a shared flat grid);
-  with one (persistent: a grid of one
+  coordinates (a grid of ``order``); with one (persistent: a grid of one
   "cta" axis), the items of the CTA's row of the ``list_schedule`` table
   ``sched_ref``, in its order."""
 
-  def __init__(self, order, sched_ref=None, flat: int | None = None):
-    """``flat``: the grid is one "cta" axis shared with another kernel
-    (``MosaicBackwardConfig.one_launch``), whose CTAs flat, flat + 1, ...
-    are this kernel's items in ``order``."""
-    self.order, self.sched_ref, self.flat = order, sched_ref, flat
+  def __init__(self, order, sched_ref=None):
+    self.order, self.sched_ref = order, sched_ref
     self.count = 1  # the CTA's items
     if sched_ref is not None:
       self.cta = lax.axis_index("cta")
@@ -118,9 +114,6 @@ class Items:
 
   def coords(self, i):
     """{axis name: coordinate} of the CTA's item i."""
-    if self.flat is not None:
-      return decode(lax.axis_index("cta") - self.flat, self.order, lax.rem,
-                    lax.div)
     if self.sched_ref is None:
       return {name: lax.axis_index(name) for name, _ in self.order}
     return decode(self.sched_ref[self.cta, 1 + i], self.order, lax.rem,
