@@ -586,10 +586,9 @@ def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer,
   documents for ``setmaxnreg`` (the consumers' code is register-allocated
   for 232 registers, the producer's for 40, or with ``registers=240`` 240
   and 24 (the kernel's ``dkdv_registers`` / ``dq_registers``); ptxas's
-  report shows the
-  entry's 65536 / 384 = 168).  ``consumer(w)`` gets the traced warpgroup
-  index, or with ``split_head_dim`` or the fused kernel (which slice
-  column blocks by w) a static one (one branch each)."""
+  report shows the entry's 65536 / 384 = 168).  ``consumer(w)`` gets the
+  traced warpgroup index, or with ``split_head_dim`` or the fused kernel
+  (which slice column blocks by w) a static one (one branch each)."""
   c = cfg.consumers
   # Fused: dK, dV and the dQ share (160 of a consumer's
   # registers at d128) spill at 232 (428 bytes, run 18), not at 240 with a
