@@ -580,6 +580,11 @@ def _launch(kernel, name, operands, out_type, order, consumers: int,
   )(*operands)
 
 
+# Two consumer warpgroups' registers per thread -> the producer's: either
+# split fills the entry's 384 threads x 168 (setmaxnreg).
+_PRODUCER_REGISTERS = {232: 40, 240: 24}
+
+
 def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer,
              registers: int | None = None):
   """The warpgroup roles as the two branches of one if/else, the form ptxas
@@ -590,12 +595,13 @@ def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer,
   traced warpgroup index, or with ``split_head_dim`` or the fused kernel
   (which slice column blocks by w) a static one (one branch each)."""
   c = cfg.consumers
-  # Fused: dK, dV and the dQ share (160 of a consumer's
-  # registers at d128) spill at 232 (428 bytes, run 18), not at 240 with a
-  # 24-register producer (run 20; FA3's split).
-  regs = (240, 24) if cfg.one_kernel else fwd._REGISTERS[c]
-  if registers is not None:  # the kernel's own (``dkdv_registers``, ...)
-    regs = (registers, 24 if registers == 240 else 40)
+  if registers is None and cfg.one_kernel:
+    # Fused: dK, dV and the dQ share (160 of a consumer's registers at
+    # d128) spill at 232 (428 bytes, run 18), not at 240 with a
+    # 24-register producer (run 20; FA3's split).
+    registers = 240
+  regs = fwd._REGISTERS[c] if registers is None else (
+      registers, _PRODUCER_REGISTERS[registers])
 
   def consumers():
     plgpu.set_max_registers(regs[0], action="increase")
@@ -1256,13 +1262,12 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     slots = (kv_tiles,) if params.interpret else ()
     dq_acc = jax.new_ref(jnp.zeros((*slots, b, tp, n, hp), dq_dtype))
     operands.append(dq_acc)
-  rings = ()  # the row rings: dropout keys, lse2 / delta (2 copies a slot)
-  if rate > 0.0:
-    smem.append(plgpu.SMEM(cfg.row_ring_shape, jnp.int32))
-    rings = (plgpu.Barrier(num_arrivals=2, num_barriers=stages),)
-  if cfg.row_ring:  # lse2 / delta rows (f32, two TMA copies per slot)
-    smem.append(plgpu.SMEM(cfg.row_ring_shape, jnp.float32))
-    rings += (plgpu.Barrier(num_arrivals=2, num_barriers=stages),)
+  rings = ()  # the row rings, two TMA copies a slot: dropout's row keys
+  # (int32), then lse2 / delta (f32); the kernel pops them in reverse
+  for on, dtype in ((rate > 0.0, jnp.int32), (cfg.row_ring, jnp.float32)):
+    if on:
+      smem.append(plgpu.SMEM(cfg.row_ring_shape, dtype))
+      rings += (plgpu.Barrier(num_arrivals=2, num_barriers=stages),)
   dk, dv = _launch(
       functools.partial(_dkdv_kernel, order=order,
                         persistent=bool(num_ctas), **common),
