@@ -958,6 +958,23 @@ def test_persistent_backward_takes_two_kv_sets_where_they_fit():
   assert fused.kv_buffers(128) == 1 and fused.smem_bytes(128) <= 227 * 1024
 
 
+def test_fused_backward_smem_counts_no_dq_kernel():
+  """The fused kernel is the only one: the dQ kernel's K / V ring (128-key
+  steps in the d128 default) must not count, or check_supported sends the
+  fused config to the triton backward (runs 187 and 201 timed that)."""
+  q = jnp.zeros((1, 128, 1, 128), jnp.bfloat16)
+  for causal, deterministic in itertools.product((False, True), (False, True)):
+    cfg = dataclasses.replace(
+        MosaicBackwardConfig.default(128, causal), fused=True,
+        deterministic=deterministic, prefetch_rows=False, row_ring=True)
+    assert cfg.block_kv_dq == 128 and cfg.smem_bytes(128) <= 227 * 1024
+    params = _params(config=MosaicConfig(backward=cfg), is_causal=causal)
+    mosaic_backward.check_supported(params, q, q, q)
+  two = MosaicBackwardConfig.default(128, False)  # both kernels counted
+  dq_ring = 2 * (2 * 64 + 2 * 128) * 128 * 2
+  assert two.smem_bytes(128) == dq_ring + 1024
+
+
 def test_bad_backward_config():
   with pytest.raises(ValueError, match="block_kv_dkv"):
     MosaicBackwardConfig(block_kv_dkv=128)

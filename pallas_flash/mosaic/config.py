@@ -436,24 +436,26 @@ class MosaicBackwardConfig:
                             self.kv_buffers(head_dim, itemsize))
 
   def _smem_bytes(self, head_dim: int, itemsize: int, kv_buffers: int):
+    """The larger kernel's bytes: each kernel counts only its own buffers
+    (the fused kernel is the only one, so the dQ kernel's K / V ring never
+    counts there; until run 202 it did, and a fused d128 config with
+    128-key dQ steps fell back to the triton backward)."""
     c, st = self.consumers, self.num_stages
     dkdv = 2 * (kv_buffers * self.row_tiles * self.block_kv_dkv
-                + st * self.block_q_dkv)
+                + st * self.block_q_dkv) * head_dim * itemsize
     dq = 2 * (self.dq_kernel().row_tiles * self.block_q_dq
-              + st * self.block_kv_dq)
-    smem = max(dkdv, dq) * head_dim * itemsize + 1024
+              + st * self.block_kv_dq) * head_dim * itemsize
     if self.split_head_dim:  # the consumers' score-tile exchange
-      dkdv_tile = self.block_kv_dkv * self.block_q_dkv
-      dq_tile = self.block_q_dq * self.block_kv_dq
-      smem = max(dkdv * head_dim * itemsize + dkdv_tile * (4 + 2 * itemsize),
-                 dq * head_dim * itemsize + dq_tile * (4 + itemsize)) + 1024
+      dkdv += self.block_kv_dkv * self.block_q_dkv * (4 + 2 * itemsize)
+      dq += self.block_q_dq * self.block_kv_dq * (4 + itemsize)
     if self.one_kernel:  # 2 dS^T tiles of the CTA; dQ pieces (f32 or
-      # fixed-point int32 words)
-      smem += self.block_q_dkv * (2 * c * self.block_kv_dkv * itemsize
+      # fixed-point int32 words); no dQ kernel
+      dkdv += self.block_q_dkv * (2 * c * self.block_kv_dkv * itemsize
                                   + head_dim * 4)
+      dq = 0
     if self.row_ring:  # the dK/dV kernel's lse2 / delta rows (f32)
-      smem += math.prod(self.row_ring_shape) * 4
-    return smem
+      dkdv += math.prod(self.row_ring_shape) * 4
+    return max(dkdv, dq) + 1024
 
   @classmethod
   def default(cls, head_dim: int, causal: bool, dropout: bool = False,
