@@ -75,6 +75,7 @@ class Workload:
   dense_mask: str | None = None
   alibi: bool = False  # ALiBi with Press et al.'s slopes 2^(-8 i / N)
   dropout: float = 0.0  # dropout_rate (dropout_rng: a key of the seed)
+  deterministic: bool = True  # flash_attention's deterministic (backward)
   config: Any = None  # backend tuning (TritonConfig / MosaicConfig / ...)
 
   def __str__(self):  # (pytest ids)
@@ -117,6 +118,8 @@ class Workload:
     if self.dropout > 0.0:
       kw["dropout_rate"] = self.dropout
       kw["dropout_rng"] = jax.random.fold_in(keys[4], 1)
+    if not self.deterministic:
+      kw["deterministic"] = False
     if self.dense_mask is not None:
       full = (b, n, t, s)
       shape = {"full": full, "full_empty_row": full, "keys": (b, 1, 1, s),

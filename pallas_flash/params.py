@@ -31,6 +31,7 @@ class KernelParams:
   interpret: bool = False  # run Pallas kernels in interpret mode (CPU)
   dropout_rate: float = 0.0  # attention dropout (``dropout.py``); 0 = none
   bias_grad: bool = False  # the backward also returns the dbias partial
+  deterministic: bool = True  # False: the backward may sum in any order
 
 
 def score_terms(arrays: masks.MaskArrays | None,

@@ -261,6 +261,7 @@ def _bad(**over):
     (_bad(scale=float("nan")), "scale=nan"),
     (_bad(implementation="cuda"), "implementation='cuda'"),
     (_bad(causal_alignment="center"), "causal_alignment='center'"),
+    (_bad(deterministic="no"), "deterministic='no' must be a bool"),
 ])
 def test_bad_input_raises_value_error(args, match):
   with pytest.raises(ValueError, match=match):

@@ -357,6 +357,27 @@ def test_backward_config_default_d128_by_dropout_and_alibi():
   assert three.dq_kernel().dkdv_registers is None
 
 
+def test_backward_config_default_not_deterministic():
+  """``deterministic=False`` takes the fused kernel with f32 dQ adds where
+  it was measured faster (runs 202-205): d64 and d128 non-causal without
+  dropout, ALiBi or a soft-cap; elsewhere the deterministic entry."""
+  fast = lambda h, causal=False, **kw: MosaicBackwardConfig.default(
+      h, causal, deterministic=False, **kw)
+  for h in (64, 128):
+    cfg = fast(h)
+    assert cfg.one_kernel and not cfg.deterministic and cfg.row_ring, cfg
+    assert cfg.smem_bytes(h) <= 227 * 1024
+  assert fast(128).stagger_consumers and not fast(128).persistent
+  assert fast(64).persistent and fast(64).block_q_dkv == 128
+  for h, causal, kw in ((128, True, {}), (256, False, {}),
+                        (128, False, {"dropout": True}),
+                        (128, False, {"alibi": True}),
+                        (128, False, {"soft_cap": True}),
+                        (64, False, {"dropout": True})):
+    assert fast(h, causal, **kw) == MosaicBackwardConfig.default(
+        h, causal, **kw), (h, causal, kw)
+
+
 def test_config_default_causal_persistent_sorts_items_longest_first():
   for h in (64, 128, 256):
     cfg = MosaicConfig.default(h, True)
@@ -610,6 +631,12 @@ BACKWARD = [
                                   fused=True)),
     B("bwd fused f32 d128 segments", h=128, t=130, s=256, segments=True,
       config=MosaicBackwardConfig(deterministic=False)),
+    # flash_attention(deterministic=False): the table's f32 fused entries
+    # (d128: ring and stagger; d64: 128-row steps, persistent)
+    B("bwd deterministic=False d128 gqa kv lengths", h=128, t=130, s=256,
+      n=2, k=1, b=2, kv_lengths=(256, 100), deterministic=False),
+    B("bwd deterministic=False d64 gqa", n=4, k=2, t=200, s=256,
+      deterministic=False),
     # Dropout (the keep bits regenerated): the dK/dV and dQ kernels (d128),
     # their split_head_dim exchange (d256) and the fused fixed-point kernel.
     B("bwd dropout d128 (dK/dV and dQ kernels) gqa 2/1 causal ragged", n=2,
@@ -673,6 +700,10 @@ BACKWARD = [
 ]
 
 SLOW_BACKWARD = [
+    B("bwd deterministic=False S2k d128 gqa ragged", b=2, t=2000, s=2048,
+      n=8, k=2, h=128, kv_lengths=(2048, 1500), deterministic=False),
+    B("bwd deterministic=False S2k d64 lengths", b=2, t=2048, s=2048, n=4,
+      k=4, q_lengths=(2048, 900), deterministic=False),
     B("bwd registers 240 both kernels gqa lengths d128", b=2, t=1024, s=1100,
       n=4, k=2, h=128, kv_lengths=(1100, 333), config=MosaicBackwardConfig(
           block_kv_dq=128, prefetch_rows=True, dkdv_registers=240,

@@ -84,7 +84,8 @@ def _config(params: KernelParams, q, arrays: masks.MaskArrays | None
   cfg = cfg or MosaicBackwardConfig.default(
       hp, params.spec.is_causal, params.dropout_rate > 0.0,
       alibi=arrays is not None and arrays.alibi_slopes is not None,
-      soft_cap=params.logits_soft_cap is not None)
+      soft_cap=params.logits_soft_cap is not None,
+      deterministic=params.deterministic)
   if cfg.split_head_dim:  # each consumer's share of columns: 64s
     hp = fwd._round_up(hp, 64 * cfg.consumers)
   return hp, cfg

@@ -459,11 +459,14 @@ class MosaicBackwardConfig:
 
   @classmethod
   def default(cls, head_dim: int, causal: bool, dropout: bool = False,
-              alibi: bool = False, soft_cap: bool = False
-              ) -> "MosaicBackwardConfig":
+              alibi: bool = False, soft_cap: bool = False,
+              deterministic: bool = True) -> "MosaicBackwardConfig":
     """The entry for a (padded) head dim; see docs/mosaic.md.  ``alibi``
     and ``soft_cap`` decide only d128 without dropout (``soft_cap``: only
-    without ALiBi).  (From run 136 to run
+    without ALiBi).  ``deterministic=False`` (``flash_attention``'s flag)
+    takes the fused kernel with f32 dQ adds where it was measured faster
+    than the deterministic entry: d64 and d128 non-causal, without dropout,
+    ALiBi or a soft-cap (the last entry below).  (From run 136 to run
     159 the sequence lengths decided d128 with dropout: the stagger from
     T, S >= 16k where causal.)
 
@@ -590,6 +593,11 @@ class MosaicBackwardConfig:
       dropout -2.7 / -0.9%, ALiBi +0.7 / 0.0%.  Not at d256 (split head
       dim; dK/dV or dQ kernel at 240: -2.0 to +1.5%).
     """
+    if not (deterministic or dropout or alibi or soft_cap or causal) and (
+        head_dim <= 128):
+      return (cls(block_q_dkv=128, block_kv_dq=128, deterministic=False,
+                  row_ring=True, persistent=True) if head_dim <= 64 else
+              cls(deterministic=False, row_ring=True, stagger_consumers=True))
     if head_dim <= 64 and dropout:
       return cls(block_q_dkv=64, block_kv_dq=128)
     if head_dim <= 64:
