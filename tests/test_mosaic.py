@@ -359,8 +359,9 @@ def test_backward_config_default_d128_by_dropout_and_alibi():
 
 def test_backward_config_default_not_deterministic():
   """``deterministic=False`` takes the fused kernel with f32 dQ adds where
-  it was measured faster (runs 202-205): d64 and d128 non-causal without
-  dropout, ALiBi or a soft-cap; elsewhere the deterministic entry."""
+  it was measured faster (runs 204-205): d64 without dropout, d128
+  non-causal without dropout, ALiBi or a soft-cap; elsewhere the
+  deterministic entry."""
   fast = lambda h, causal=False, **kw: MosaicBackwardConfig.default(
       h, causal, deterministic=False, **kw)
   for h in (64, 128):
@@ -369,6 +370,10 @@ def test_backward_config_default_not_deterministic():
     assert cfg.smem_bytes(h) <= 227 * 1024
   assert fast(128).stagger_consumers and not fast(128).persistent
   assert fast(64).persistent and fast(64).block_q_dkv == 128
+  for kw in ({"alibi": True}, {"soft_cap": True}):  # d64: also causal
+    assert fast(64, True, **kw) == dataclasses.replace(
+        MosaicBackwardConfig.default(64, True, **kw), fused=False,
+        deterministic=False)
   for h, causal, kw in ((128, True, {}), (256, False, {}),
                         (128, False, {"dropout": True}),
                         (128, False, {"alibi": True}),
@@ -635,8 +640,8 @@ BACKWARD = [
     # (d128: ring and stagger; d64: 128-row steps, persistent)
     B("bwd deterministic=False d128 gqa kv lengths", h=128, t=130, s=256,
       n=2, k=1, b=2, kv_lengths=(256, 100), deterministic=False),
-    B("bwd deterministic=False d64 gqa", n=4, k=2, t=200, s=256,
-      deterministic=False),
+    B("bwd deterministic=False d64 gqa causal softcap", n=4, k=2, t=200,
+      s=256, causal=True, soft_cap=30.0, deterministic=False),
     # Dropout (the keep bits regenerated): the dK/dV and dQ kernels (d128),
     # their split_head_dim exchange (d256) and the fused fixed-point kernel.
     B("bwd dropout d128 (dK/dV and dQ kernels) gqa 2/1 causal ragged", n=2,
@@ -702,8 +707,8 @@ BACKWARD = [
 SLOW_BACKWARD = [
     B("bwd deterministic=False S2k d128 gqa ragged", b=2, t=2000, s=2048,
       n=8, k=2, h=128, kv_lengths=(2048, 1500), deterministic=False),
-    B("bwd deterministic=False S2k d64 lengths", b=2, t=2048, s=2048, n=4,
-      k=4, q_lengths=(2048, 900), deterministic=False),
+    B("bwd deterministic=False S2k d64 causal lengths", b=2, t=2048, s=2048,
+      n=4, k=4, causal=True, q_lengths=(2048, 900), deterministic=False),
     B("bwd registers 240 both kernels gqa lengths d128", b=2, t=1024, s=1100,
       n=4, k=2, h=128, kv_lengths=(1100, 333), config=MosaicBackwardConfig(
           block_kv_dq=128, prefetch_rows=True, dkdv_registers=240,

@@ -465,8 +465,8 @@ class MosaicBackwardConfig:
     and ``soft_cap`` decide only d128 without dropout (``soft_cap``: only
     without ALiBi).  ``deterministic=False`` (``flash_attention``'s flag)
     takes the fused kernel with f32 dQ adds where it was measured faster
-    than the deterministic entry: d64 and d128 non-causal, without dropout,
-    ALiBi or a soft-cap (the last entry below).  (From run 136 to run
+    than the deterministic entry: d64 without dropout, d128 non-causal
+    without dropout, ALiBi or a soft-cap (the last entry below).  (From run 136 to run
     159 the sequence lengths decided d128 with dropout: the stagger from
     T, S >= 16k where causal.)
 
@@ -592,12 +592,25 @@ class MosaicBackwardConfig:
       S4k N +3.4 / +3.1%, ALiBi S4k N +5.4 / +5.7%; causal (S16k C)
       dropout -2.7 / -0.9%, ALiBi +0.7 / 0.0%.  Not at d256 (split head
       dim; dK/dV or dQ kernel at 240: -2.0 to +1.5%).
+    * ``deterministic=False``: the fused kernel adding dQ in f32 (TMA
+      reduce-add, no fixed-point cvt).  H200, 2026-11-25, bwd_bench.py,
+      backward TFLOP/s against the deterministic default and cuDNN in one
+      process.  d64 (run 205; the default's fused kernel and its ring,
+      persistent): S4k N 466 vs 423 (cuDNN 414), S4k C 420 vs 379 (344),
+      S16k N 511 vs 461 (439), S16k C 500 vs 468 (413).  d128 with the
+      ring and the stagger (run 204): S4k N 487 vs 452 (cuDNN 474), S16k N
+      504 vs 491 (515); causal it is not faster than the two kernels (S4k
+      C 426 vs 439, S16k C 493 vs 495), nor measured with dropout, ALiBi or
+      a soft-cap (the fused kernel with dropout spilled 908 bytes at d128,
+      run D2).  Before the fix of ``smem_bytes`` (run 202) a fused d128
+      config with 128-key dQ steps fell back to the triton backward.
     """
+    if not (deterministic or dropout) and head_dim <= 64:
+      return cls(block_q_dkv=128, block_kv_dq=128, deterministic=False,
+                 row_ring=True, persistent=True)
     if not (deterministic or dropout or alibi or soft_cap or causal) and (
         head_dim <= 128):
-      return (cls(block_q_dkv=128, block_kv_dq=128, deterministic=False,
-                  row_ring=True, persistent=True) if head_dim <= 64 else
-              cls(deterministic=False, row_ring=True, stagger_consumers=True))
+      return cls(deterministic=False, row_ring=True, stagger_consumers=True)
     if head_dim <= 64 and dropout:
       return cls(block_q_dkv=64, block_kv_dq=128)
     if head_dim <= 64:
