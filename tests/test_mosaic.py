@@ -1113,12 +1113,6 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (64, True, MosaicBackwardConfig(row_ring=True, persistent=True,
                                     fused=True, block_q_dkv=128,
                                     block_kv_dq=128), "dropout"),
-    (64, True, MosaicBackwardConfig(row_ring=True, persistent=True,
-                                    fused=True, block_q_dkv=128,
-                                    block_kv_dq=128, fixed_scale_late=True),
-     None),
-    (128, False, MosaicBackwardConfig(fused=True, fixed_scale_late=True),
-     "alibi"),
 ]
 
 

@@ -814,9 +814,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                                   optimized=False) for a in range(2))
       else:
         lse2, delta = load_rows(n, qt)
-      late = fixed and cfg.fixed_scale_late  # F loaded under the GEMMs
-      if fused and not late:  # (step 0: an unused load of step -1's
-        # "rows", tile 0)
+      if fused:  # (step 0: an unused load of step -1's "rows", tile 0)
         f_prev = fixed_scale(prev)
       q_smem, do_smem = q_smems.at[slot], do_smems.at[slot]
       plgpu.barrier_wait(q_bars.at[slot])
@@ -937,14 +935,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                                    then_init=rows_init)
         sync.release(0, slot)  # the Q and dO slot may be refilled
         return dk, dv, *nxt
-      f_init = (plgpu.layout_cast(jnp.zeros(dq_shape[:1], jnp.float32),
-                                  _ROW),) if late else ()
-      dv, dk, part, *f_late = _accumulate(
-          (dv, dk, dq_zeros), (*products, dq_share), interpret,
-          then=(lambda: (fixed_scale(prev),)) if late else None,
-          then_init=f_init)
-      if late:
-        (f_prev,) = f_late
+      dv, dk, part = _accumulate((dv, dk, dq_zeros), (*products, dq_share),
+                                 interpret)
       sync.release(0, slot)
 
       @pl.when(i >= 1)  # -- add step i - 1's share to dQ in HBM

@@ -338,7 +338,6 @@ class MosaicBackwardConfig:
   row_ring: bool = False
   dkdv_registers: int | None = None  # None: 240 fused, else 232
   dq_registers: int | None = None  # None: 232
-  fixed_scale_late: bool = False  # (A/B of run 206)
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):
