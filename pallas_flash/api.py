@@ -114,10 +114,11 @@ def flash_attention(
     deterministic: ``True`` (default): the gradients are the same bits on
       every run.  ``False`` lets the Mosaic (Hopper) backward add dQ in
       whatever order its CTAs finish (f32 TMA reduce-add), where that is
-      faster: head dims 64 and 128 non-causal without dropout or ALiBi (run
-      204: d128 backward 1.03x cuDNN's at S = 4k, against 0.95x
-      deterministic).  Other backends are deterministic either way; an
-      explicit ``MosaicConfig(backward=...)`` overrides it.
+      faster: head dim 64 without dropout, head dim 128 non-causal without
+      dropout, ALiBi or a soft-cap (H200 runs 204-205: d64 backward
+      1.13-1.22x cuDNN's against 1.02-1.13x deterministic, d128 1.03x at
+      S = 4k against 0.95x).  Other backends are deterministic either way;
+      an explicit ``MosaicConfig(backward=...)`` overrides it.
     config: backend tuning (``pallas_flash.TritonConfig`` for ``"triton"``;
       a ``pallas_flash.decode.DecodeConfig`` with ``"triton"`` forces the
       split-KV decode kernel, which ``None`` picks on a GPU for T <= 64 query
@@ -144,9 +145,7 @@ def flash_attention(
       query, key, value, bias, mask, scale, is_causal, query_seq_lengths,
       key_value_seq_lengths, local_window_size, implementation,
       causal_alignment, query_segment_ids, key_value_segment_ids,
-      logits_soft_cap)
-  if not isinstance(deterministic, bool):
-    raise ValueError(f"deterministic={deterministic!r} must be a bool")
+      logits_soft_cap, deterministic)
   arrays, rate = _validate_score_terms(arrays, q.shape[0], q.shape[2],
                                        alibi_slopes, dropout_rate, dropout_rng,
                                        broadcast_dropout)
@@ -219,7 +218,9 @@ def _kernel_attention(params, q, k, v, arrays):
 
 def _validate(query, key, value, bias, mask, scale, is_causal, q_lengths,
               kv_lengths, window, implementation, causal_alignment, q_seg,
-              kv_seg, cap):
+              kv_seg, cap, deterministic=True):
+  if not isinstance(deterministic, bool):
+    raise ValueError(f"deterministic={deterministic!r} must be a bool")
   if implementation not in _IMPLEMENTATIONS:
     raise ValueError(f"implementation={implementation!r} must be one of "
                      f"{_IMPLEMENTATIONS}")

@@ -466,9 +466,9 @@ class MosaicBackwardConfig:
     without ALiBi).  ``deterministic=False`` (``flash_attention``'s flag)
     takes the fused kernel with f32 dQ adds where it was measured faster
     than the deterministic entry: d64 without dropout, d128 non-causal
-    without dropout, ALiBi or a soft-cap (the last entry below).  (From run 136 to run
-    159 the sequence lengths decided d128 with dropout: the stagger from
-    T, S >= 16k where causal.)
+    without dropout, ALiBi or a soft-cap (the last entry below).  (From run
+    136 to run 159 the sequence lengths decided d128 with dropout: the
+    stagger from T, S >= 16k where causal.)
 
     Measured on an H100, 2026-11-22, backward TFLOP/s in one run each:
     * d64: 128-row query steps in the dK/dV kernel (run 11: S4k N 377 vs
