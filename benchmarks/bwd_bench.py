@@ -130,17 +130,17 @@ def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
                dropout=0.0):
   b, n, (q, k, v), flops = cell_inputs(h, t, causal)
   do = jax.random.normal(jax.random.key(99), q.shape, jnp.bfloat16)
-  calls, errors, rows = {}, {}, []
+  calls, errors, rows, kernels = {}, {}, [], {}
   ref = None
   for name, f in cell_impls(h, t, causal, variants, n, alibi,
                             dropout).items():
     if only and name not in only:
       continue
     try:
-      fb, fw = fwd_bwd(f), jax.jit(f)
-      if name in COMPILE_OPTIONS:
-        fb = fb.lower(q, k, v, do).compile(COMPILE_OPTIONS[name])
-        fw = fw.lower(q, k, v).compile(COMPILE_OPTIONS[name])
+      options = COMPILE_OPTIONS.get(name)
+      fb = fwd_bwd(f).lower(q, k, v, do).compile(options)
+      fw = jax.jit(f).lower(q, k, v).compile(options)
+      kernels[name] = mosaic_bench.mosaic_kernels(fb)  # ours: 1 = fell back
       grads = jax.block_until_ready(fb(q, k, v, do))
       if name == "cudnn":
         ref = grads
@@ -170,11 +170,12 @@ def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
         fwdbwd_tflops=3.5 * flops / fb_s / 1e12, fwd_ms=fwd_s * 1e3,
         bwd_ms=bwd_s * 1e3, fwdbwd_ms=fb_s * 1e3,
         spread=max(times[name][1], times[name + " fb"][1]),
-        grad_err_vs_cudnn=errors[name]))
+        grad_err_vs_cudnn=errors[name], mosaic_kernels=kernels[name]))
     r = rows[-1]
     log(f"  {name:28s} fwd {r['fwd_tflops']:6.1f}  bwd {r['bwd_tflops']:6.1f}"
         f"  fwd+bwd {r['fwdbwd_tflops']:6.1f} TFLOP/s  grad err "
-        f"{r['grad_err_vs_cudnn']:.1e}  spread {r['spread']:.2f}")
+        f"{r['grad_err_vs_cudnn']:.1e}  spread {r['spread']:.2f}  "
+        f"mosaic kernels {r['mosaic_kernels']}")
   return rows
 
 

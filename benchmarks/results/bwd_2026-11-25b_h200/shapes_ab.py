@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 import pallas_flash as pf
+from benchmarks.mosaic_bench import mosaic_kernels
 from benchmarks.timing import time_interleaved
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 
@@ -55,7 +56,7 @@ for name, (b, t, n, kh, h, dtype, extra) in SHAPES.items():
   else:
     configs = {"default (240)": new,
                "232": dataclasses.replace(new, dkdv_registers=None)}
-  calls, grads = {}, {}
+  calls, grads, kernels = {}, {}, {}
   fwd = jax.jit(lambda q, k, v: pf.flash_attention(
       q, k, v, implementation="mosaic",
       config=dataclasses.replace(fwd_cfg, backward=new), **kw))
@@ -71,7 +72,7 @@ for name, (b, t, n, kh, h, dtype, extra) in SHAPES.items():
     for rep in "ab":
       cg = jax.jit(g).lower(q, k, v, do).compile()
       calls[f"{cname} {rep}"] = (cg, (q, k, v, do))
-      grads[cname] = cg(q, k, v, do)
+      grads[cname], kernels[cname] = cg(q, k, v, do), mosaic_kernels(cg)
   same = all(bool(jnp.array_equal(x, y)) for x, y in
              zip(*grads.values()))
   tm = time_interleaved(calls, 9, 0.03)
@@ -79,4 +80,4 @@ for name, (b, t, n, kh, h, dtype, extra) in SHAPES.items():
   base = (bwd_s["232 a"] + bwd_s["232 b"]) / 2
   ratios = " ".join(f"{c}: {base / bwd_s[c]:.3f}" for c in bwd_s)
   print(f"{name}: backward (fwd+bwd less fwd) speed relative to 232's mean  "
-        f"{ratios}  bitwise={same}", flush=True)
+        f"{ratios}  bitwise={same} mosaic_kernels={kernels}", flush=True)

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 import pallas_flash as pf
-from benchmarks.mosaic_bench import cell_inputs, parse_variant
+from benchmarks.mosaic_bench import cell_inputs, mosaic_kernels, parse_variant
 from benchmarks.timing import time_interleaved
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 
@@ -51,10 +51,7 @@ for cell in cells:
         print(f"  {name}: failed: {type(e).__name__}: {str(e)[:300]}")
         break
       calls[f"{name} {rep}"] = (cg, (q, k, v, do))
-      # Mosaic GPU kernels in the executable (forward, dK/dV, dQ: 3; fused:
-      # 2; 1 where check_supported sent the backward to triton, as runs 187
-      # and 201 did unseen)
-      kernels[name] = cg.as_text().count('custom_call_target="mosaic_gpu_v2"')
+      kernels[name] = mosaic_kernels(cg)
       grads[name] = cg(q, k, v, do)
   same = {name: all(bool(jnp.array_equal(x, y)) for x, y in
                     zip(grads[name], grads["default"])) for name in grads}

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 import pallas_flash as pf
 from benchmarks.bwd_bench import alibi_slopes
-from benchmarks.mosaic_bench import cell_inputs, parse_variant
+from benchmarks.mosaic_bench import cell_inputs, mosaic_kernels, parse_variant
 from benchmarks.timing import time_interleaved
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 
@@ -66,7 +66,7 @@ for cell in cells:
       return vjp(do)
     return g
 
-  calls, grads, outs = {}, {}, {}
+  calls, grads, outs, kernels = {}, {}, {}, {}
   for name, cfg in fwd_configs.items():
     try:
       cf = jax.jit(attn(cfg, bwd_default)).lower(q, k, v).compile()
@@ -83,7 +83,7 @@ for cell in cells:
         print(f"  {name}: failed: {type(e).__name__}: {str(e)[:300]}")
         break
       calls[f"{name} {rep}"] = (cg, (q, k, v, do))
-      grads[name] = cg(q, k, v, do)
+      grads[name], kernels[name] = cg(q, k, v, do), mosaic_kernels(cg)
   same = {name: all(bool(jnp.array_equal(x, y)) for x, y in
                     zip(grads[name], grads["default"])) for name in grads}
   tm = time_interleaved(calls, 9, 0.03)
@@ -99,5 +99,5 @@ for cell in cells:
     rs = [2.5 * flops / (tm[f"{name} {r}"][0] - fwd_s) / 1e12 for r in "ab"]
     base = base or sum(rs) / 2
     print(f"  {name:32s} {rs[0]:6.1f} {rs[1]:6.1f}  "
-          f"{rs[0] / base:.3f} {rs[1] / base:.3f}  bitwise={same[name]}",
-          flush=True)
+          f"{rs[0] / base:.3f} {rs[1] / base:.3f}  bitwise={same[name]} "
+          f"mosaic_kernels={kernels[name]}", flush=True)
