@@ -5,7 +5,7 @@ set -u
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 export PYTHONPATH=$PWD
 T0=$SECONDS
-{ date -u; git log --oneline -1; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv; } > $OUT/run207_device.txt 2>&1
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv; } > $OUT/run207_device.txt 2>&1
 cat $OUT/run207_device.txt
 T="tests/test_mosaic.py::test_backward"
 timeout 300 python3 -m pytest -q -p no:cacheprovider -n 6 -m "slow or not slow" \
