@@ -381,6 +381,12 @@ def test_backward_config_default_not_deterministic():
                         (64, False, {"dropout": True})):
     assert fast(h, causal, **kw) == MosaicBackwardConfig.default(
         h, causal, **kw), (h, causal, kw)
+  # the backward reads the flag from the call's params
+  q = jnp.zeros((1, 128, 1, 128), jnp.bfloat16)
+  params = dataclasses.replace(_params(), deterministic=False)
+  assert mosaic_backward._config(params, q, None)[1] == fast(128)
+  assert mosaic_backward._config(_params(), q, None)[1] == \
+      MosaicBackwardConfig.default(128, False)
 
 
 def test_config_default_causal_persistent_sorts_items_longest_first():
