@@ -605,12 +605,14 @@ class MosaicBackwardConfig:
       run D2).  Before the fix of ``smem_bytes`` (run 202) a fused d128
       config with 128-key dQ steps fell back to the triton backward.
     """
-    if not (deterministic or dropout) and head_dim <= 64:
-      return cls(block_q_dkv=128, block_kv_dq=128, deterministic=False,
-                 row_ring=True, persistent=True)
-    if not (deterministic or dropout or alibi or soft_cap or causal) and (
-        head_dim <= 128):
-      return cls(deterministic=False, row_ring=True, stagger_consumers=True)
+    if not deterministic:  # the deterministic entry with f32 dQ adds: the
+      # variant runs 204-205 timed (cfg_ab / bwd_bench replace the same fields)
+      entry = cls.default(head_dim, causal, dropout, alibi, soft_cap)
+      if dropout or head_dim > 128 or (head_dim > 64 and (
+          causal or alibi or soft_cap)):
+        return entry
+      return dataclasses.replace(entry, fused=False, deterministic=False,
+                                 prefetch_rows=False, row_ring=True)
     if head_dim <= 64 and dropout:
       return cls(block_q_dkv=64, block_kv_dq=128)
     if head_dim <= 64:
