@@ -605,8 +605,8 @@ class MosaicBackwardConfig:
       run D2).  Before the fix of ``smem_bytes`` (run 202) a fused d128
       config with 128-key dQ steps fell back to the triton backward.
     """
-    if not deterministic:  # the deterministic entry with f32 dQ adds: the
-      # variant runs 204-205 timed (cfg_ab / bwd_bench replace the same fields)
+    if not deterministic:  # the deterministic entry with f32 dQ adds, as
+      # runs 204-205 timed it (d64 there kept fused=True, unread with f32)
       entry = cls.default(head_dim, causal, dropout, alibi, soft_cap)
       if dropout or head_dim > 128 or (head_dim > 64 and (
           causal or alibi or soft_cap)):
