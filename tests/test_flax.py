@@ -537,3 +537,32 @@ def test_linen_layer_bad_heads():
   with pytest.raises(ValueError, match="qkv_features=16 must be a multiple of "
                      "num_heads=3"):
     pf_linen.MultiHeadAttention(num_heads=3).init(jax.random.key(0), x)
+
+
+def test_deterministic_backward_reaches_flash_attention(monkeypatch):
+  """``deterministic_backward`` (make_attention_fn, both layers) is
+  flash_attention's ``deterministic``, apart from Flax's dropout flag."""
+  seen = []
+  real = pallas_flash.api.flash_attention
+
+  def spy(*args, **kwargs):
+    seen.append(kwargs["deterministic"])
+    return real(*args, **kwargs)
+  monkeypatch.setattr(pallas_flash.api, "flash_attention", spy)
+  x = jnp.ones((1, 8, 16))
+  q = jnp.ones((1, 8, 2, 8))
+  for flag in (True, False):
+    seen.clear()
+    pf.make_attention_fn(deterministic_backward=flag)(q, q, q,
+                                                      deterministic=True)
+    layer = pf_linen.MultiHeadAttention(num_heads=2,
+                                        deterministic_backward=flag)
+    layer.apply(layer.init(jax.random.key(0), x), x, deterministic=True)
+    pf_nnx.MultiHeadAttention(2, 16, deterministic_backward=flag,
+                              rngs=nnx.Rngs(0))(x, deterministic=True)
+    assert seen and all(s is flag for s in seen), (flag, seen)
+  assert pf.attention_fn.__name__ == "attention_fn"
+  layer = pf_linen.MultiHeadAttention(num_heads=2)
+  seen.clear()
+  layer.apply(layer.init(jax.random.key(0), x), x)
+  assert seen == [True, True]  # init and apply: the default stays True

@@ -24,6 +24,8 @@ class AttentionOptions:
 
   Each field is the :func:`pallas_flash.flash_attention` argument of the same
   name; ``is_causal`` is OR-ed with the ``is_causal`` Flax passes (nnx does).
+  ``deterministic_backward`` is ``flash_attention``'s ``deterministic`` (the
+  name ``deterministic`` is Flax's "no dropout").
   """
 
   implementation: api.Implementation | None = None
@@ -33,13 +35,15 @@ class AttentionOptions:
   logits_soft_cap: float | None = None
   scale: float | None = None
   config: Any = None
+  deterministic_backward: bool = True
 
   def kwargs(self) -> dict[str, Any]:
     return dict(implementation=self.implementation,
                 causal_alignment=self.causal_alignment,
                 local_window_size=self.local_window_size,
                 logits_soft_cap=self.logits_soft_cap, scale=self.scale,
-                config=self.config)
+                config=self.config,
+                deterministic=self.deterministic_backward)
 
 
 def make_attention_fn(*, implementation: api.Implementation | None = None,
@@ -47,7 +51,8 @@ def make_attention_fn(*, implementation: api.Implementation | None = None,
                       causal_alignment: str = "top_left",
                       local_window_size: int | tuple[int, int] | None = None,
                       logits_soft_cap: float | None = None,
-                      scale: float | None = None, config: Any = None):
+                      scale: float | None = None, config: Any = None,
+                      deterministic_backward: bool = True):
   """Returns an ``attention_fn`` for Flax's attention modules.
 
   The result takes the arguments of ``flax.linen.dot_product_attention`` and
@@ -72,6 +77,9 @@ def make_attention_fn(*, implementation: api.Implementation | None = None,
       ``causal_alignment="bottom_right"``), in addition to any Flax mask.
     causal_alignment, local_window_size, logits_soft_cap, scale, config: as in
       :func:`pallas_flash.flash_attention`.
+    deterministic_backward: :func:`pallas_flash.flash_attention`'s
+      ``deterministic`` (False: a faster backward whose dQ bits may change
+      from run to run; Flax's own ``deterministic`` means "no dropout").
 
   Returns:
     A function ``attention_fn(query, key, value, bias=None, mask=None, ...)``
@@ -80,7 +88,8 @@ def make_attention_fn(*, implementation: api.Implementation | None = None,
   options = AttentionOptions(
       implementation=implementation, is_causal=is_causal,
       causal_alignment=causal_alignment, local_window_size=local_window_size,
-      logits_soft_cap=logits_soft_cap, scale=scale, config=config)
+      logits_soft_cap=logits_soft_cap, scale=scale, config=config,
+      deterministic_backward=deterministic_backward)
 
   def flax_attention_fn(query, key, value, bias=None, mask=None,
                         broadcast_dropout: bool = True, dropout_rng=None,

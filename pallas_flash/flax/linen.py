@@ -53,6 +53,9 @@ class MultiHeadAttention(nn.Module):
     deterministic: no dropout; merged with ``__call__``'s as in Flax.
     implementation, causal_alignment, local_window_size, logits_soft_cap,
       config: as in :func:`pallas_flash.flash_attention`.
+    deterministic_backward: :func:`pallas_flash.flash_attention`'s
+      ``deterministic`` (False: a faster backward whose dQ bits may change
+      from run to run; ``deterministic`` above is Flax's "no dropout").
   """
 
   num_heads: int
@@ -76,6 +79,7 @@ class MultiHeadAttention(nn.Module):
   local_window_size: int | tuple[int, int] | None = None
   logits_soft_cap: float | None = None
   config: Any = None
+  deterministic_backward: bool = True
 
   @nn.compact
   def __call__(self, inputs_q: Array, inputs_k: Array | None = None,
@@ -157,7 +161,8 @@ class MultiHeadAttention(nn.Module):
         implementation=self.implementation,
         causal_alignment=self.causal_alignment,
         local_window_size=self.local_window_size,
-        logits_soft_cap=self.logits_soft_cap, config=self.config, **padding)
+        logits_soft_cap=self.logits_soft_cap, config=self.config,
+        deterministic=self.deterministic_backward, **padding)
     return nn.DenseGeneral(
         features=features, axis=(-2, -1),
         kernel_init=self.out_kernel_init or self.kernel_init,

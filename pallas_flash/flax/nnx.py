@@ -49,6 +49,9 @@ class MultiHeadAttention(nnx.Module):
       ``flax.nnx.MultiHeadAttention``.
     implementation, causal_alignment, local_window_size, logits_soft_cap,
       config: as in :func:`pallas_flash.flash_attention`.
+    deterministic_backward: :func:`pallas_flash.flash_attention`'s
+      ``deterministic`` (False: a faster backward whose dQ bits may change
+      from run to run; ``deterministic`` is Flax's "no dropout").
     dropout_rate, broadcast_dropout, deterministic, keep_rngs: attention
       dropout (in the kernel) as in ``flax.nnx.MultiHeadAttention``.
     rngs: parameter initialisation (and, with dropout, the dropout stream).
@@ -71,7 +74,7 @@ class MultiHeadAttention(nnx.Module):
                logits_soft_cap: float | None = None, config: Any = None,
                dropout_rate: float = 0.0, broadcast_dropout: bool = True,
                deterministic: bool | None = None, keep_rngs: bool = True,
-               rngs: nnx.Rngs):
+               deterministic_backward: bool = True, rngs: nnx.Rngs):
     qkv_features = in_features if qkv_features is None else qkv_features
     out_features = in_features if out_features is None else out_features
     in_kv_features = in_features if in_kv_features is None else in_kv_features
@@ -87,7 +90,7 @@ class MultiHeadAttention(nnx.Module):
     self.attention_options = dict(
         implementation=implementation, causal_alignment=causal_alignment,
         local_window_size=local_window_size, logits_soft_cap=logits_soft_cap,
-        config=config)
+        config=config, deterministic=deterministic_backward)
 
     linear = functools.partial(
         nnx.LinearGeneral, dtype=dtype, param_dtype=param_dtype,
