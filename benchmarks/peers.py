@@ -83,7 +83,7 @@ def _aux(x: wl.Inputs, **extra) -> dict[str, Any]:
 # ------------------------------------------------------------------ ours
 
 
-def _ours(backend: str):
+def _ours(backend: str, deterministic: bool = True):
   def build(w: wl.Workload, x: wl.Inputs):
     if backend == "mosaic":
       if not (on_gpu() and is_hopper()):
@@ -96,7 +96,7 @@ def _ours(backend: str):
       return flash_attention(
           q, k, v, is_causal=w.causal, implementation=backend,
           query_segment_ids=aux["seg"], query_seq_lengths=aux["ql"],
-          key_value_seq_lengths=aux["kl"])
+          key_value_seq_lengths=aux["kl"], deterministic=deterministic)
     return fn, _aux(x)
   return build
 
@@ -208,6 +208,10 @@ IMPLS: dict[str, Impl] = {
              note="pallas_flash.flash_attention(implementation='triton')"),
         Impl("ours-mosaic", True, _ours("mosaic"),
              note="pallas_flash.flash_attention(implementation='mosaic')"),
+        Impl("ours-mosaic-nondet", True, _ours("mosaic", deterministic=False),
+             note="pallas_flash.flash_attention(implementation='mosaic', "
+                  "deterministic=False): dQ added in f32 in any order where "
+                  "that is faster"),
         Impl("cudnn", False, _jax_nn("cudnn"),
              note="jax.nn.dot_product_attention(implementation='cudnn')"),
         Impl("cudnn-det", False, _jax_nn("cudnn"),

@@ -267,3 +267,27 @@ def test_interleaved_samples_pair_each_rep():
   line = next(l for l in table.splitlines()[-9:]
               if l.startswith("dropout: mosaic no-drop / dropout"))
   assert line.split()[-3:] == ["0.800", "[0.800,", "0.900]"]
+
+
+def test_nondeterministic_impl_passes_the_flag(monkeypatch):
+  """``ours-mosaic-nondet`` is ours with ``deterministic=False`` (the same
+  builder as ``ours-mosaic``, which keeps the default)."""
+  import pallas_flash
+  from benchmarks import peers
+
+  seen = []
+  real = pallas_flash.flash_attention
+
+  def spy(*args, **kwargs):
+    seen.append(kwargs["deterministic"])
+    return real(*args, **kwargs)
+  monkeypatch.setattr(pallas_flash, "flash_attention", spy)
+  assert peers.IMPLS["ours-mosaic-nondet"].ours
+  w = workloads.Workload(name="convention", batch=1, seqlen=128, heads=2,
+                         kv_heads=2, head_dim=64, causal=False,
+                         dtype="float32")
+  x = workloads.make_inputs(w)
+  for deterministic in (True, False):
+    fn, aux = peers._ours("xla", deterministic)(w, x)
+    fn(x.q, x.k, x.v, aux)
+  assert seen == [True, False]
