@@ -270,8 +270,9 @@ def test_interleaved_samples_pair_each_rep():
 
 
 def test_nondeterministic_impl_passes_the_flag(monkeypatch):
-  """``ours-mosaic-nondet`` is ours with ``deterministic=False`` (the same
-  builder as ``ours-mosaic``, which keeps the default)."""
+  """``ours-mosaic-nondet`` is ours with ``deterministic=False``; the
+  builder (``_ours``, checked here through the xla path, which a CPU runs)
+  keeps the default otherwise."""
   import pallas_flash
   from benchmarks import peers
 
