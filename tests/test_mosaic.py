@@ -368,7 +368,7 @@ def test_backward_config_default_not_deterministic():
     cfg = fast(h)
     assert cfg.one_kernel and not cfg.deterministic and cfg.row_ring, cfg
     assert cfg.smem_bytes(h) <= 227 * 1024
-  assert fast(128).stagger_consumers and not fast(128).persistent
+  assert not fast(128).stagger_consumers and not fast(128).persistent
   assert fast(64).persistent and fast(64).block_q_dkv == 128
   for kw in ({"alibi": True}, {"soft_cap": True}):  # d64: also causal
     assert fast(64, True, **kw) == dataclasses.replace(

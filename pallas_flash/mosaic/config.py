@@ -604,15 +604,20 @@ class MosaicBackwardConfig:
       a soft-cap (the fused kernel with dropout spilled 908 bytes at d128,
       run D2).  Before the fix of ``smem_bytes`` (run 202) a fused d128
       config with 128-key dQ steps fell back to the triton backward.
+      Without the stagger since run 214 (H200, 2026-11-25, against the
+      staggered form, two executables each): S16k N +2.2 / +2.2%, S4k N
+      -0.9 / +0.1%; a persistent launch lost 2-3%.
     """
-    if not deterministic:  # the deterministic entry with f32 dQ adds, as
-      # runs 204-205 timed it (d64 there kept fused=True, unread with f32)
+    if not deterministic:  # the deterministic entry with f32 dQ adds and
+      # no stagger, as runs 204-205 and 214 timed it (d64 there kept
+      # fused=True, unread with f32; it has no stagger)
       entry = cls.default(head_dim, causal, dropout, alibi, soft_cap)
       if dropout or head_dim > 128 or (head_dim > 64 and (
           causal or alibi or soft_cap)):
         return entry
       return dataclasses.replace(entry, fused=False, deterministic=False,
-                                 prefetch_rows=False, row_ring=True)
+                                 prefetch_rows=False, row_ring=True,
+                                 stagger_consumers=False)
     if head_dim <= 64 and dropout:
       return cls(block_q_dkv=64, block_kv_dq=128)
     if head_dim <= 64:
