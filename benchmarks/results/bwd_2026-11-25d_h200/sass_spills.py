@@ -1,8 +1,9 @@
-"""Where the d128 fused kernel with f32 dQ adds spills (the deterministic=False config at S4k N): compiles its
-backward with Mosaic GPU's SASS dump (MOSAIC_GPU_DUMP_SASS, MOSAIC_GPU_DUMP_TO set by the caller) and prints, for
-the dK/dV kernel, each local-memory access (STL / LDL) with a few SASS lines around it.
+"""Compiles the d128 S4k N backward (the deterministic=False config, or with a second argument "default" the
+deterministic default) with Mosaic GPU's dumps on (MOSAIC_GPU_DUMP_PTX / _SASS, MOSAIC_GPU_DUMP_TO set by the
+caller) and prints, where a SASS dump exists, each local-memory access (STL / LDL) of the dK/dV kernel with a few
+lines around it.
 
-  MOSAIC_GPU_DUMP_SASS=1 MOSAIC_GPU_DUMP_TO=DIR python3 sass_spills.py DIR
+  MOSAIC_GPU_DUMP_PTX=1 MOSAIC_GPU_DUMP_TO=DIR python3 sass_spills.py DIR [default]
 """
 import dataclasses
 import pathlib
@@ -21,7 +22,7 @@ keys = jax.random.split(jax.random.key(0), 4)
 q, k, v, do = (jax.random.normal(x, (b, t, n, h), jnp.bfloat16) for x in keys)
 cfg = dataclasses.replace(MosaicConfig.default(h, False, kv_seqlen=t),
                           backward=MosaicBackwardConfig.default(
-                              h, False, deterministic=False))
+                              h, False, deterministic=len(sys.argv) > 2))
 f = lambda q, k, v: pf.flash_attention(q, k, v, implementation="mosaic",
                                        config=cfg)
 g = jax.jit(lambda q, k, v, do: jax.vjp(f, q, k, v)[1](do))
