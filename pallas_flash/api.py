@@ -115,9 +115,10 @@ def flash_attention(
       every run.  ``False`` lets the Mosaic (Hopper) backward add dQ in
       whatever order its CTAs finish (f32 TMA reduce-add), where that is
       faster: head dim 64 without dropout, head dim 128 non-causal without
-      dropout, ALiBi or a soft-cap (H200 runs 204-205: d64 backward
-      1.13-1.22x cuDNN's against 1.02-1.13x deterministic, d128 1.03x at
-      S = 4k against 0.95x).  Other backends are deterministic either way;
+      dropout, ALiBi or a soft-cap (H200 runs 213 and 215, issue 12's
+      command: d64 backward 1.14-1.22x cuDNN's against 1.02-1.13x
+      deterministic, d128 non-causal 1.005 / 0.985x at S = 4k / 16k
+      against 0.96x).  Other backends are deterministic either way;
       an explicit ``MosaicConfig(backward=...)`` overrides it.
     config: backend tuning (``pallas_flash.TritonConfig`` for ``"triton"``;
       a ``pallas_flash.decode.DecodeConfig`` with ``"triton"`` forces the

@@ -359,9 +359,9 @@ def test_backward_config_default_d128_by_dropout_and_alibi():
 
 def test_backward_config_default_not_deterministic():
   """``deterministic=False`` takes the fused kernel with f32 dQ adds where
-  it was measured faster (runs 204-205): d64 without dropout, d128
-  non-causal without dropout, ALiBi or a soft-cap; elsewhere the
-  deterministic entry."""
+  it was measured faster (runs 204-205; d128 unstaggered since run 214):
+  d64 without dropout, d128 non-causal without dropout, ALiBi or a
+  soft-cap; elsewhere the deterministic entry."""
   fast = lambda h, causal=False, **kw: MosaicBackwardConfig.default(
       h, causal, deterministic=False, **kw)
   for h in (64, 128):
@@ -643,7 +643,7 @@ BACKWARD = [
     B("bwd fused f32 d128 segments", h=128, t=130, s=256, segments=True,
       config=MosaicBackwardConfig(deterministic=False)),
     # flash_attention(deterministic=False): the table's f32 fused entries
-    # (d128: ring and stagger; d64: 128-row steps, persistent)
+    # (d128: ring, no stagger since run 214; d64: 128-row steps, persistent)
     B("bwd deterministic=False d128 gqa kv lengths", h=128, t=130, s=256,
       n=2, k=1, b=2, kv_lengths=(256, 100), deterministic=False),
     B("bwd deterministic=False d64 gqa causal softcap", n=4, k=2, t=200,
