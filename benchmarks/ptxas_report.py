@@ -11,9 +11,13 @@ length, feature) compiles and runs ``jax.grad`` of ``flash_attention`` once,
 in a process of its own (ptxas prints to the process's output), so the
 forward and every backward kernel of its default configs are reported; the
 configs depend on the sequence length, the cost of a compile does not.
+Each ``--variant`` (``bwd_bench``'s syntax: backward config fields, forward
+ones written ``fwd.``) compiles every cell again with the default configs
+changed by those fields (``with_variant``), as row "cell [variant]".
 
   PYTHONPATH=$PWD python3 -m benchmarks.ptxas_report [--head-dims 64,128]
       [--seqlens 4096,16384] [--features plain,dropout,alibi] [--out FILE]
+      [--variant dkdv_registers=232 ...]
 
 Prints a table last: one row per (cell, kernel).
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import os
 import re
 import subprocess
@@ -31,8 +36,12 @@ os.environ["MOSAIC_GPU_DUMP_PTXAS"] = "1"  # (children inherit it)
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
+from benchmarks.bwd_bench import split_variant  # noqa: E402
+from benchmarks.mosaic_bench import parse_variant  # noqa: E402
 from benchmarks.workloads import Workload  # noqa: E402
 import pallas_flash as pf  # noqa: E402
+from pallas_flash.mosaic.config import (  # noqa: E402
+    MosaicBackwardConfig, MosaicConfig)
 
 FEATURES = {"plain": {}, "dropout": dict(dropout=0.1), "alibi": dict(alibi=True)}
 _MARK = "==== cell "
@@ -51,6 +60,21 @@ def cell_of(spec: str) -> Workload:
   """``cell`` of a command-line spec 'H,T,C|N,feature'."""
   h, t, causal, feature = spec.split(",")
   return cell(int(h), int(t), causal == "C", feature)
+
+
+def with_variant(text: str) -> None:
+  """In this process, the default forward / backward configs
+  (``MosaicConfig.default``, ``MosaicBackwardConfig.default``) come back
+  with ``text``'s fields replaced, so every other choice of the dispatcher
+  (which config for which head dim, mask, dropout, ALiBi) stays its own."""
+  fwd_fields, bwd_fields = split_variant(parse_variant(text))
+  for cls, fields in ((MosaicConfig, fwd_fields),
+                      (MosaicBackwardConfig, bwd_fields)):
+    if fields:
+      default = cls.default  # (bound to cls)
+      cls.default = classmethod(
+          lambda _, *a, _default=default, _fields=fields, **kw:
+          dataclasses.replace(_default(*a, **kw), **_fields))
 
 
 def compile_cell(w: Workload):
@@ -111,22 +135,29 @@ def main(argv=None):
   ap.add_argument("--features", default=",".join(FEATURES))
   ap.add_argument("--jobs", type=int, default=4,
                   help="cells compiled at once (one process each)")
+  ap.add_argument("--variant", action="append", default=[],
+                  help="config fields, e.g. dkdv_registers=232 (repeatable)")
   ap.add_argument("--one", default="", help=argparse.SUPPRESS)  # H,T,C,F
+  ap.add_argument("--one-variant", default="", help=argparse.SUPPRESS)
   ap.add_argument("--out", default="", help="also write the table here")
   args = ap.parse_args(argv)
   if jax.default_backend() != "gpu":
     sys.exit("ptxas_report needs a GPU (ptxas runs when Mosaic GPU compiles)")
   if args.one:  # a child: compile one cell; ptxas prints to this process
+    if args.one_variant:
+      with_variant(args.one_variant)
     compile_cell(cell_of(args.one))
     return
-  specs = [f"{h},{t},{c},{f}" for h in args.head_dims.split(",")
+  specs = [(f"{h},{t},{c},{f}", v) for h in args.head_dims.split(",")
            for t in args.seqlens.split(",") for c in "NC"
-           for f in args.features.split(",")]
+           for f in args.features.split(",") for v in ["", *args.variant]]
 
-  def child(spec):  # each cell in its own process: its ptxas lines alone
+  def child(spec_variant):  # each cell in its own process: its lines alone
+    spec, variant = spec_variant
     run = subprocess.run([sys.executable, "-m", "benchmarks.ptxas_report",
-                          "--one", spec], capture_output=True, text=True)
-    name = cell_of(spec).name
+                          "--one", spec, "--one-variant", variant],
+                         capture_output=True, text=True)
+    name = cell_of(spec).name + (f" [{variant}]" if variant else "")
     return name, run.returncode, f"{_MARK}{name}\n{run.stdout}\n{run.stderr}\n"
 
   with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:

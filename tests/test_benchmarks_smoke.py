@@ -242,6 +242,25 @@ def test_ptxas_report_reads_spills_and_serialized_wgmmas(monkeypatch):
     ptxas_report.main([])
 
 
+def test_ptxas_report_variant_changes_only_its_fields(monkeypatch):
+  """``ptxas_report.with_variant``: the default configs come back with the
+  variant's fields (forward ones written ``fwd.``), every other field as
+  the table chose it."""
+  from benchmarks import ptxas_report
+  from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
+  for cls in (MosaicConfig, MosaicBackwardConfig):  # restored afterwards
+    monkeypatch.setattr(cls, "default", cls.__dict__["default"])
+  before = (MosaicConfig.default(128, False, kv_seqlen=4096),
+            MosaicBackwardConfig.default(128, False))
+  ptxas_report.with_variant("dkdv_registers=232,fwd.num_stages=3")
+  after = (MosaicConfig.default(128, False, kv_seqlen=4096),
+           MosaicBackwardConfig.default(128, False))
+  assert before[1].dkdv_registers == 240 and after[1].dkdv_registers == 232
+  assert before[0].num_stages == 2 and after[0].num_stages == 3
+  assert after == (dataclasses.replace(before[0], num_stages=3),
+                   dataclasses.replace(before[1], dkdv_registers=232))
+
+
 def test_interleaved_samples_pair_each_rep():
   """Two calls timed by ``interleaved_samples``: one sample per rep each,
   and ``paired_ratio``'s quartiles of their per-rep ratios (issue 14's
