@@ -581,9 +581,10 @@ def _launch(kernel, name, operands, out_type, order, consumers: int,
   )(*operands)
 
 
-# Two consumer warpgroups' registers per thread -> the producer's: either
-# split fills the entry's 384 threads x 168 (setmaxnreg).
-_PRODUCER_REGISTERS = {232: 40, 240: 24}
+# A consumer warpgroup's registers per thread -> the producer's: the
+# forward's splits, and FA3's 240 / 24 for two consumers (both fill the
+# entry's 384 threads x 168, setmaxnreg).
+_PRODUCER_REGISTERS = {**dict(fwd._REGISTERS.values()), 240: 24}
 
 
 def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer,
