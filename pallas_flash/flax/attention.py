@@ -25,7 +25,8 @@ class AttentionOptions:
   Each field is the :func:`pallas_flash.flash_attention` argument of the same
   name; ``is_causal`` is OR-ed with the ``is_causal`` Flax passes (nnx does).
   ``deterministic_backward`` is ``flash_attention``'s ``deterministic`` (the
-  name ``deterministic`` is Flax's "no dropout").
+  name ``deterministic`` is Flax's "no dropout").  The linen and nnx layers
+  pass their options through ``kwargs`` too.
   """
 
   implementation: api.Implementation | None = None

@@ -158,11 +158,13 @@ class MultiHeadAttention(nn.Module):
         query, key, value, is_causal=is_causal, mask=mask, dtype=self.dtype,
         **_attention.dropout_kwargs(self.dropout_rate, deterministic,
                                     dropout_rng, self.broadcast_dropout),
-        implementation=self.implementation,
-        causal_alignment=self.causal_alignment,
-        local_window_size=self.local_window_size,
-        logits_soft_cap=self.logits_soft_cap, config=self.config,
-        deterministic=self.deterministic_backward, **padding)
+        **_attention.AttentionOptions(
+            implementation=self.implementation,
+            causal_alignment=self.causal_alignment,
+            local_window_size=self.local_window_size,
+            logits_soft_cap=self.logits_soft_cap, config=self.config,
+            deterministic_backward=self.deterministic_backward).kwargs(),
+        **padding)
     return nn.DenseGeneral(
         features=features, axis=(-2, -1),
         kernel_init=self.out_kernel_init or self.kernel_init,

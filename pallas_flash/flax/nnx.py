@@ -87,10 +87,10 @@ class MultiHeadAttention(nnx.Module):
     self.dropout_rate = dropout_rate
     self.broadcast_dropout = broadcast_dropout
     self.deterministic = deterministic
-    self.attention_options = dict(
+    self.attention_options = _attention.AttentionOptions(
         implementation=implementation, causal_alignment=causal_alignment,
         local_window_size=local_window_size, logits_soft_cap=logits_soft_cap,
-        config=config, deterministic=deterministic_backward)
+        config=config, deterministic_backward=deterministic_backward).kwargs()
 
     linear = functools.partial(
         nnx.LinearGeneral, dtype=dtype, param_dtype=param_dtype,
