@@ -705,6 +705,16 @@ BACKWARD = [
     B("bwd dropout two kernels row ring gqa causal", n=2, k=1, t=130, s=140,
       causal=True, dropout=0.1, config=MosaicBackwardConfig(
           block_kv_dq=128, row_ring=True)),
+    # row_ring with prefetch_rows: the rows a step ahead through a ring of
+    # stages + 1 slots, across the group's heads; kv tiles with no query
+    # rows (one copy, read and not used); beside dropout's key ring.
+    B("bwd row ring ahead stagger gqa causal lengths", b=2, n=2, k=1, t=200,
+      s=256, causal=True, q_lengths=(200, 0), kv_lengths=(256, 100),
+      config=MosaicBackwardConfig(row_ring=True, prefetch_rows=True,
+                                  stagger_consumers=True)),
+    B("bwd row ring ahead dropout d128 gqa", n=4, k=2, h=128, t=130, s=140,
+      dropout=0.1, config=MosaicBackwardConfig(
+          row_ring=True, prefetch_rows=True, block_kv_dq=128)),
     B("bwd persistent split head dim d128 dropout", n=2, k=1, h=128, t=64,
       s=200, dropout=0.2, config=MosaicBackwardConfig(
           persistent=True, split_head_dim=True)),
@@ -1038,8 +1048,11 @@ def test_bad_backward_config():
               dict(split_head_dim=True)):
     with pytest.raises(ValueError, match="prefetch_rows needs"):
       MosaicBackwardConfig(prefetch_rows=True, **bad)
-  with pytest.raises(ValueError, match="row_ring=True needs"):
-    MosaicBackwardConfig(row_ring=True, prefetch_rows=True)
+  with pytest.raises(ValueError, match="row_ring=True with prefetch_rows=True"
+                     " needs persistent=False"):
+    MosaicBackwardConfig(row_ring=True, prefetch_rows=True, persistent=True)
+  assert MosaicBackwardConfig(row_ring=True, prefetch_rows=True,
+                              block_q_dkv=64).row_ring_shape == (3, 2, 64)
   for bad in (dict(consumers=3, fused=True), dict(dq_consumers=3,
               deterministic=False), dict(dq_consumers=3, split_head_dim=True)):
     with pytest.raises(ValueError, match="consumers=3 needs"):

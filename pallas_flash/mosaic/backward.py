@@ -684,6 +684,12 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   # the row keys of each step's query tile (int32)
   row_smem = extra_smem.pop() if cfg.row_ring else None
   row_bars = interpret_bars.pop() if cfg.row_ring else None
+  # row_ring with prefetch_rows (not persistent): the item's copy r (its
+  # step r's rows, r = 0 .. its steps, the last a copy of rows in range) in
+  # slot r % (stages + 1); read a step ahead, under the previous dV / dK
+  # GEMMs
+  ring_ahead = cfg.row_ring and cfg.prefetch_rows
+  row_slots = cfg.row_ring_shape[0]
   key_smem = extra_smem.pop() if rate > 0.0 else None
   key_bars = interpret_bars.pop() if rate > 0.0 else None
   dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
@@ -796,6 +802,12 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     def load_rows_ahead(g, j):
       """``load_rows`` of step j of head g (``prefetch_rows``), of a tile
       in range even where j is past the item's last step."""
+      if ring_ahead:  # the item's (g, j) is its row copy g * n_steps + j
+        r = g0 + idx + g * n_steps + j
+        r_slot = lax.rem(r, row_slots)
+        plgpu.barrier_wait(row_bars.at[r_slot])
+        return tuple(plgpu.load(row_smem.at[r_slot, a], layout=_COL,
+                                optimized=False) for a in range(2))
       tile = jnp.clip(item.tile_of(j), 0, n_q_tiles - 1)
       return load_rows(kvh * group + g, tile)
 
@@ -928,6 +940,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
             hand_over()
           if not prefetch:
             return ()
+          if ring_ahead:  # the ring's next copy (past the item's last
+            # step: a copy of rows in range, read and not used)
+            return load_rows_ahead(g, j + 1)
           last = j + 1 >= n_steps
           return load_rows_ahead(
               jnp.minimum(g + last.astype(jnp.int32), group - 1),
@@ -997,6 +1012,18 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     b, kvh, _, item = work_item(idx, lengths=False)
     n_steps = item.n_steps
 
+    def copy_rows_ahead(r):
+      """ring_ahead: the item's row copy r (its step r's lse2 / delta; r =
+      its step count: the last head's first tile, read and not used)."""
+      g = jnp.minimum(lax.div(r, jnp.maximum(n_steps, 1)), group - 1)
+      tile = jnp.clip(item.tile_of(r - g * n_steps), 0, n_q_tiles - 1)
+      fwd.copy_row_pair((lse_ref, delta_ref), b, kvh * group + g,
+                        pl.ds(tile * bq, bq), row_smem, row_bars,
+                        lax.rem(g0 + idx + r, row_slots))
+
+    if ring_ahead:  # copy 0 (the CTA's only item: not persistent)
+      copy_rows_ahead(jnp.int32(0))
+
     @pl.loop(0, group * n_steps)
     def _(i):
       g = lax.div(i, n_steps)
@@ -1008,7 +1035,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                               q_bars.at[slot])
       plgpu.copy_gmem_to_smem(do_ref.at[rows], do_smems.at[slot],
                               do_bars.at[slot])
-      if row_smem is not None:  # the rows' (lse2, delta)
+      if ring_ahead:  # step i + 1's rows (its slot: read during step
+        # i - stages - 1, released before this step's load)
+        copy_rows_ahead(i + 1)
+      elif row_smem is not None:  # the rows' (lse2, delta)
         fwd.copy_row_pair((lse_ref, delta_ref), b, rows[2], rows[1], row_smem,
                           row_bars, slot)
       if drop is not None:  # the query rows' dropout keys (r_i, m_i)
@@ -1266,10 +1296,12 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     operands.append(dq_acc)
   rings = ()  # the row rings, two TMA copies a slot: dropout's row keys
   # (int32), then lse2 / delta (f32); the kernel pops them in reverse
-  for on, dtype in ((rate > 0.0, jnp.int32), (cfg.row_ring, jnp.float32)):
+  for on, shape, dtype in (
+      (rate > 0.0, (stages, 2, cfg.block_q_dkv), jnp.int32),
+      (cfg.row_ring, cfg.row_ring_shape, jnp.float32)):
     if on:
-      smem.append(plgpu.SMEM(cfg.row_ring_shape, dtype))
-      rings += (plgpu.Barrier(num_arrivals=2, num_barriers=stages),)
+      smem.append(plgpu.SMEM(shape, dtype))
+      rings += (plgpu.Barrier(num_arrivals=2, num_barriers=shape[0]),)
   dk, dv = _launch(
       functools.partial(_dkdv_kernel, order=order,
                         persistent=bool(num_ctas), **common),

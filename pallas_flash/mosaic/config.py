@@ -310,9 +310,12 @@ class MosaicBackwardConfig:
       delta rows by TMA into a ring beside Q / dO ([stages, 2, block_q_dkv]
       f32, ``row_ring_shape``), and the consumers read them from shared
       memory, instead of loading them from global memory at the step's
-      start.  Not with ``prefetch_rows``.  The d64 and d256 defaults
-      without dropout (the fused and split kernels, whose registers do not
-      hold the rows ahead).
+      start.  The d64 and d256 defaults without dropout (the fused and
+      split kernels, whose registers do not hold the rows ahead).  With
+      ``prefetch_rows`` too, the ring has ``num_stages + 1`` slots and the
+      producer copies step i + 1's rows with step i's Q / dO, so the
+      consumers read them from shared memory one step ahead, under the dV /
+      dK GEMMs, instead of loading them from global memory there.
     dkdv_registers: registers per consumer thread of the dK/dV kernel
       (``setmaxnreg``), with two consumers: 232 (the producer keeps 40) or
       240 (the producer 24, FA3's split).  None: 240 in the fused kernel,
@@ -362,9 +365,10 @@ class MosaicBackwardConfig:
     if self.prefetch_rows and (self.one_kernel or self.split_head_dim):
       raise ValueError("prefetch_rows needs fused=False, deterministic=True "
                        "and split_head_dim=False (the two-kernel dK/dV kernel)")
-    if self.row_ring and self.prefetch_rows:
-      raise ValueError("row_ring=True needs prefetch_rows=False (the rows "
-                       "come through the ring, or ahead in registers)")
+    if self.row_ring and self.prefetch_rows and self.persistent:
+      # (a short item's rows would be copied over before they are read)
+      raise ValueError("row_ring=True with prefetch_rows=True needs "
+                       "persistent=False")
     for name, c in (("dkdv_registers", self.consumers),
                     ("dq_registers", self.dq_consumers or self.consumers)):
       value = getattr(self, name)
@@ -419,16 +423,17 @@ class MosaicBackwardConfig:
     (not with ``split_head_dim``), else 1."""
     if not self.persistent or self.split_head_dim:
       return 1
-    keys = math.prod(self.row_ring_shape) * 4  # (int32; with dropout)
+    keys = self.num_stages * 2 * self.block_q_dkv * 4  # (int32 row keys;
+    # with dropout)
     fits = self._smem_bytes(head_dim, itemsize, 2) + keys <= 227 * 1024
     return 2 if fits else 1
 
   @property
   def row_ring_shape(self) -> tuple[int, int, int]:
-    """A ring of two values per query row of each step, beside Q / dO in
-    the dK/dV kernel: with dropout the row keys (int32 r_i, m_i), with
-    ``row_ring`` lse2 and delta (f32): [stages, 2, block_q_dkv]."""
-    return (self.num_stages, 2, self.block_q_dkv)
+    """``row_ring``'s lse2 and delta (f32) beside Q / dO in the dK/dV
+    kernel: [slots, 2, block_q_dkv], one slot more than the stages with
+    ``prefetch_rows`` (its rows are copied a step ahead of Q / dO)."""
+    return (self.num_stages + self.prefetch_rows, 2, self.block_q_dkv)
 
   def smem_bytes(self, head_dim: int, itemsize: int = 2) -> int:
     """Shared memory of the larger of the two kernels."""
