@@ -328,7 +328,9 @@ def test_backward_config_default_d128_by_dropout_and_alibi():
     assert plain.stagger_consumers == (not causal) and plain.prefetch_rows
     assert plain.dkdv_registers == (None if causal else 240)
     capped = MosaicBackwardConfig.default(128, causal, soft_cap=True)
-    assert capped == dataclasses.replace(plain, dkdv_registers=240)
+    assert plain.row_ring  # the rows a step ahead through the ring
+    assert capped == dataclasses.replace(plain, dkdv_registers=240,
+                                         row_ring=False)
     assert drop.dkdv_registers == plain.dkdv_registers
     assert plain.dq_registers is None
     assert MosaicBackwardConfig.default(
@@ -616,9 +618,11 @@ BACKWARD = [
                                   num_stages=3, masked_first=False)),
     # d128's default: lse2 / delta prefetched a step ahead, across the GQA
     # heads of a kv head and past the last step (ragged, bottom right).
-    B("bwd d128 default (rows prefetched) gqa causal ragged", n=4, k=2, h=128,
-      t=130, s=200, causal=True, bottom_right=True, q_lengths=(130,),
+    B("bwd d128 default (rows a step ahead) gqa causal ragged", n=4, k=2,
+      h=128, t=130, s=200, causal=True, bottom_right=True, q_lengths=(130,),
       kv_lengths=(150,)),
+    B("bwd d128 default non-causal (rows a step ahead, stagger) gqa lengths",
+      n=4, k=2, h=128, t=200, s=190, kv_lengths=(150,)),
     # split_head_dim: the consumers share one row tile, each its columns.
     B("bwd d256 (split head dim) gqa causal ragged", n=2, k=1, h=256, t=130,
       s=100, causal=True, bottom_right=True),
@@ -994,8 +998,10 @@ def test_persistent_backward_takes_two_kv_sets_where_they_fit():
   the row ring (its 2 KiB leave no room: the form runs 177-178 timed)."""
   for h, causal, dropout in itertools.product((64, 128), (False, True),
                                               (False, True)):
-    cfg = dataclasses.replace(
-        MosaicBackwardConfig.default(h, causal, dropout), persistent=True)
+    cfg = MosaicBackwardConfig.default(h, causal, dropout)
+    cfg = dataclasses.replace(  # (d128: the row ring read ahead is not
+        # offered persistent)
+        cfg, persistent=True, row_ring=cfg.row_ring and not cfg.prefetch_rows)
     want = 1 if h == 64 and cfg.row_ring else 2
     assert cfg.kv_buffers(h) == want, (h, causal, dropout, cfg)
     keys = cfg.num_stages * 2 * cfg.block_q_dkv * 4
@@ -1071,12 +1077,13 @@ def test_bad_backward_config():
   # keys spill beside the fused kernel's tiles)
   assert MosaicBackwardConfig.default(64, False).fused
   assert not MosaicBackwardConfig.default(64, False, dropout=True).fused
-  # the rows through the ring: d64 and d256 without dropout (runs 175,
-  # 177); d64 without dropout persistent (runs 177-178)
+  # the rows through the ring: without dropout (runs 175, 177; d128 read a
+  # step ahead, run 242); d64 without dropout persistent (runs 177-178)
   defaults = [MosaicBackwardConfig.default(h, c, d) for h in (64, 128, 256)
               for c in (False, True) for d in (False, True)]
-  assert [cfg.row_ring for cfg in defaults] == \
-      [True, False] * 2 + [False] * 4 + [True, False] * 2
+  assert [cfg.row_ring for cfg in defaults] == [True, False] * 6
+  assert [cfg.prefetch_rows for cfg in defaults] == \
+      [False] * 4 + [True, False] * 2 + [False] * 4
   assert [cfg.persistent for cfg in defaults] == [True, False] * 2 + \
       [False] * 8
 
@@ -1129,6 +1136,9 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
      "alibi"),
     (128, True, MosaicBackwardConfig(prefetch_rows=True, persistent=True,
                                      stagger_consumers=True), "segments"),
+    (128, False, MosaicBackwardConfig(prefetch_rows=True, row_ring=True,
+                                      stagger_consumers=True,
+                                      dkdv_registers=240), "dropout"),
     (64, True, MosaicBackwardConfig(row_ring=True, persistent=True,
                                     fused=True, block_q_dkv=128,
                                     block_kv_dq=128), "dropout"),
