@@ -329,8 +329,7 @@ def test_backward_config_default_d128_by_dropout_and_alibi():
     assert plain.dkdv_registers == (None if causal else 240)
     capped = MosaicBackwardConfig.default(128, causal, soft_cap=True)
     assert plain.row_ring  # the rows a step ahead through the ring
-    assert capped == dataclasses.replace(plain, dkdv_registers=240,
-                                         row_ring=False)
+    assert capped == dataclasses.replace(plain, dkdv_registers=240)
     assert drop.dkdv_registers == plain.dkdv_registers
     assert plain.dq_registers is None
     assert MosaicBackwardConfig.default(
@@ -623,6 +622,8 @@ BACKWARD = [
       kv_lengths=(150,)),
     B("bwd d128 default non-causal (rows a step ahead, stagger) gqa lengths",
       n=4, k=2, h=128, t=200, s=190, kv_lengths=(150,)),
+    B("bwd d128 soft-cap default (rows a step ahead) gqa", n=2, k=1, h=128,
+      t=150, s=130, soft_cap=20.0),
     # split_head_dim: the consumers share one row tile, each its columns.
     B("bwd d256 (split head dim) gqa causal ragged", n=2, k=1, h=256, t=130,
       s=100, causal=True, bottom_right=True),
@@ -1095,6 +1096,7 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (128, True, None, "segments"),
     (128, False, None, "dense mask"),
     (64, True, None, "soft-cap"),
+    (128, False, None, "soft-cap"),
     (64, True, MosaicBackwardConfig(block_q_dkv=128, deterministic=False),
      None),
     (128, False, MosaicBackwardConfig(deterministic=False), "segments"),

@@ -597,14 +597,20 @@ class MosaicBackwardConfig:
       S4k N +3.4 / +3.1%, ALiBi S4k N +5.4 / +5.7%; causal (S16k C)
       dropout -2.7 / -0.9%, ALiBi +0.7 / 0.0%.  Not at d256 (split head
       dim; dK/dV or dQ kernel at 240: -2.0 to +1.5%).
-    * d128 without dropout, ALiBi or a soft-cap: ``row_ring`` beside
+    * d128 without dropout or ALiBi: ``row_ring`` beside
       ``prefetch_rows`` (the rows through a ring of three slots, read a
       step ahead: the consumers' global loads of them gone).  H200,
       2026-11-25, run 242, as run 170: S4k N +3.2 / +3.1%, S16k N +2.7 /
       +1.6%, S4k C +2.2 / +2.6%, S16k C +1.9 / +2.0%; ptxas: the dK/dV
       consumer spills 20 / 44 bytes (8 / 16 before) non-causal.  (In
       runs 233-240 the same copies, made and never read, had moved the
-      default by 0-3.7%.)  Not measured with a soft-cap.
+      default by 0-3.7%.)  Run 244: with a soft-cap (S4k N) +6.2 / +5.8%
+      (causal not measured); with dropout -2.2 / -2.7% and with ALiBi
+      -2.0 / -1.9% (S4k N; prefetch_rows too, which those defaults do
+      not take): not taken there.  Beside it, 232 registers per dK/dV
+      consumer lost 3-13% (S4k N, S16k N), and with a third stage the dQ
+      kernel's 128-key steps do not fit shared memory (the triton
+      backward ran).
     * ``deterministic=False``: the fused kernel adding dQ in f32 (TMA
       reduce-add, no fixed-point cvt).  H200, 2026-11-25, bwd_bench.py,
       backward TFLOP/s against the deterministic default and cuDNN in one
@@ -645,5 +651,5 @@ class MosaicBackwardConfig:
       return cls(dq_rows_in_registers=1, stagger_consumers=causal,
                  dkdv_registers=wide)
     return cls(block_kv_dq=128, stagger_consumers=not causal,
-               prefetch_rows=True, row_ring=not soft_cap,
+               prefetch_rows=True, row_ring=True,
                dkdv_registers=240 if soft_cap else wide)
