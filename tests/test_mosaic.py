@@ -316,8 +316,9 @@ def test_config_default_d128_causal_long_dropout_takes_three_consumers():
 
 def test_backward_config_default_d128_by_dropout_and_alibi():
   """Without dropout: 128-key dQ steps, Q from shared memory (runs
-  184-185), staggered consumers and 240 registers per dK/dV consumer where
-  non-causal (runs 181-182, 189-190; with dropout or ALiBi too, run 197),
+  184-185), the rows a step ahead through the ring (runs 242, 244), no
+  stagger (runs 181-182, 245), 240 registers per dK/dV consumer where
+  non-causal (runs 189-190; with dropout or ALiBi too, run 197),
   240 also with a soft-cap (run 195); with ALiBi 64-key steps, Q in
   registers, the stagger only where causal; with dropout 128-key dQ steps,
   no stagger."""
@@ -325,7 +326,7 @@ def test_backward_config_default_d128_by_dropout_and_alibi():
     plain = MosaicBackwardConfig.default(128, causal)
     drop = MosaicBackwardConfig.default(128, causal, dropout=True)
     assert plain.dq_rows_in_registers == 0 and plain.block_kv_dq == 128
-    assert plain.stagger_consumers == (not causal) and plain.prefetch_rows
+    assert not plain.stagger_consumers and plain.prefetch_rows
     assert plain.dkdv_registers == (None if causal else 240)
     capped = MosaicBackwardConfig.default(128, causal, soft_cap=True)
     assert plain.row_ring  # the rows a step ahead through the ring
@@ -620,7 +621,7 @@ BACKWARD = [
     B("bwd d128 default (rows a step ahead) gqa causal ragged", n=4, k=2,
       h=128, t=130, s=200, causal=True, bottom_right=True, q_lengths=(130,),
       kv_lengths=(150,)),
-    B("bwd d128 default non-causal (rows a step ahead, stagger) gqa lengths",
+    B("bwd d128 default non-causal (rows a step ahead) gqa lengths",
       n=4, k=2, h=128, t=200, s=190, kv_lengths=(150,)),
     B("bwd d128 soft-cap default (rows a step ahead) gqa", n=2, k=1, h=128,
       t=150, s=130, soft_cap=20.0),

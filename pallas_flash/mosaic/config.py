@@ -605,12 +605,19 @@ class MosaicBackwardConfig:
       consumer spills 20 / 44 bytes (8 / 16 before) non-causal.  (In
       runs 233-240 the same copies, made and never read, had moved the
       default by 0-3.7%.)  Run 244: with a soft-cap (S4k N) +6.2 / +5.8%
-      (causal not measured); with dropout -2.2 / -2.7% and with ALiBi
+      (causal: run 245, below); with dropout -2.2 / -2.7% and with ALiBi
       -2.0 / -1.9% (S4k N; prefetch_rows too, which those defaults do
       not take): not taken there.  Beside it, 232 registers per dK/dV
       consumer lost 3-13% (S4k N, S16k N), and with a third stage the dQ
       kernel's 128-key steps do not fit shared memory (the triton
-      backward ran).
+      backward ran).  Run 245 (same method): with a soft-cap against
+      the ring not read ahead, S4k C +8.3 / +8.0%, S4k N +5.3 / +6.0%.
+    * d128 without dropout or ALiBi, with the ring read ahead: no stagger,
+      non-causal as well (causal had dropped it in runs 181-182).  H200,
+      2026-11-25, run 245, as run 170: S16k N +4.1 / +4.3%, S4k N +3.5 /
+      +3.9%; causal the stagger lost 11-15% (S4k C, S16k C) and 240
+      registers per dK/dV consumer were level (-0.6 to +0.6%).  With a
+      soft-cap: run 246.
     * ``deterministic=False``: the fused kernel adding dQ in f32 (TMA
       reduce-add, no fixed-point cvt).  H200, 2026-11-25, bwd_bench.py,
       backward TFLOP/s against the deterministic default and cuDNN in one
@@ -650,6 +657,5 @@ class MosaicBackwardConfig:
     if alibi:  # (the stagger only where causal)
       return cls(dq_rows_in_registers=1, stagger_consumers=causal,
                  dkdv_registers=wide)
-    return cls(block_kv_dq=128, stagger_consumers=not causal,
-               prefetch_rows=True, row_ring=True,
+    return cls(block_kv_dq=128, prefetch_rows=True, row_ring=True,
                dkdv_registers=240 if soft_cap else wide)
