@@ -617,7 +617,8 @@ class MosaicBackwardConfig:
       2026-11-25, run 245, as run 170: S16k N +4.1 / +4.3%, S4k N +3.5 /
       +3.9%; causal the stagger lost 11-15% (S4k C, S16k C) and 240
       registers per dK/dV consumer were level (-0.6 to +0.6%).  With a
-      soft-cap: run 246.
+      soft-cap the stagger stays where non-causal (run 246, S4k N: +5.1
+      / +3.1% with it; causal with a soft-cap not measured).
     * ``deterministic=False``: the fused kernel adding dQ in f32 (TMA
       reduce-add, no fixed-point cvt).  H200, 2026-11-25, bwd_bench.py,
       backward TFLOP/s against the deterministic default and cuDNN in one
@@ -632,14 +633,17 @@ class MosaicBackwardConfig:
       config with 128-key dQ steps fell back to the triton backward.
       Without the stagger since run 214 (H200, 2026-11-25, against the
       staggered form, two executables each): S16k N +2.2 / +2.2%, S4k N
-      -0.9 / +0.1%; a persistent launch lost 2-3%.
+      -0.9 / +0.1%; a persistent launch lost 2-3%.  Since the d128
+      default reads its rows a step ahead without the stagger (runs
+      242-245) it is the faster there: H200, 2026-11-25, run 246, issue
+      12's command, paired medians against cuDNN's backward, the default
+      1.036 / 1.007 and this form 0.993 / 0.991 (S4k N / S16k N), so
+      ``deterministic=False`` keeps the deterministic d128 kernels.
     """
-    if not deterministic:  # the deterministic entry with f32 dQ adds and
-      # no stagger, as runs 204-205 and 214 timed it (d64 there kept
-      # fused=True, unread with f32; it has no stagger)
+    if not deterministic:  # the deterministic entry with f32 dQ adds, as
+      # runs 204-205 timed it (d64 there kept fused=True, unread with f32)
       entry = cls.default(head_dim, causal, dropout, alibi, soft_cap)
-      if dropout or head_dim > 128 or (head_dim > 64 and (
-          causal or alibi or soft_cap)):
+      if dropout or head_dim > 64:
         return entry
       return dataclasses.replace(entry, fused=False, deterministic=False,
                                  prefetch_rows=False, row_ring=True,
@@ -658,4 +662,5 @@ class MosaicBackwardConfig:
       return cls(dq_rows_in_registers=1, stagger_consumers=causal,
                  dkdv_registers=wide)
     return cls(block_kv_dq=128, prefetch_rows=True, row_ring=True,
+               stagger_consumers=soft_cap and not causal,
                dkdv_registers=240 if soft_cap else wide)
