@@ -276,7 +276,7 @@ class MosaicBackwardConfig:
     stagger_consumers: each kernel's consumer w > 0 waits, once,
       for consumer w - 1's first score GEMMs before its own, so the
       consumers run half a step apart (``backward._Stagger``).  The d128
-      default without dropout.
+      default where causal with ALiBi, or non-causal with a soft-cap.
     fused: one kernel (five GEMMs per step instead of seven, as FA3's
       backward): the dK/dV kernel also computes each step's dQ share
       (each consumer a column block of the CTA's share, or a row block
@@ -305,7 +305,7 @@ class MosaicBackwardConfig:
       the next step's lse2 and delta while the step's dV / dK GEMMs run,
       instead of at the step's start, ahead of the score GEMMs whose
       accumulators they initialise.  The d128 default without dropout or
-      ALiBi (the cases measured).
+      ALiBi (the cases measured), with ``row_ring`` since run 242.
     row_ring: the dK/dV kernel's producer copies each step's lse2 and
       delta rows by TMA into a ring beside Q / dO ([stages, 2, block_q_dkv]
       f32, ``row_ring_shape``), and the consumers read them from shared
