@@ -1,81 +1,9 @@
-"""Backward config A/B in one process, as ``bwd_ab_2026-11-24_h100/cfg_ab.py``,
-on cells with a feature: ``d128-4k-N+drop`` (dropout 0.1), ``+alibi``
-(ALiBi slopes 2^(-8 i / N)), ``+cap`` (soft-cap 30).  The baseline is the
-backward default for that feature (``MosaicBackwardConfig.default``); each
-variant (``field=value,...``) replaces fields of it.  Two executables per
-config, timed interleaved with the forward alone (whose time is taken off);
-dQ, dK, dV compared bitwise with the default's.
+"""Runs 244-246's A/B script: since run 248 ``benchmarks/config_ab.py``
+(cells with ``+drop`` / ``+alibi`` / ``+cap`` against that feature's
+backward default), which this calls with the same arguments.
 
   python3 feat_ab.py d128-4k-N+drop,d128-16k-C+alibi prefetch_rows=True,row_ring=True
 """
-import dataclasses
-import sys
+from benchmarks import config_ab
 
-import jax
-import jax.numpy as jnp
-
-import pallas_flash as pf
-from benchmarks.mosaic_bench import cell_inputs, mosaic_kernels, parse_variant
-from benchmarks.timing import time_interleaved
-from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
-
-cells, variants = sys.argv[1].split(","), sys.argv[2:]
-for cell in cells:
-  shape, *feats = cell.split("+")
-  h, t, c = shape.split("-")
-  h, t, causal = int(h[1:]), int(t[:-1]) * 1024, c == "C"
-  b, n, (q, k, v), flops = cell_inputs(h, t, causal)
-  do = jax.random.normal(jax.random.key(99), q.shape, jnp.bfloat16)
-  kw = {"is_causal": causal}
-  if "drop" in feats:
-    kw.update(dropout_rate=0.1, dropout_rng=jax.random.key(7))
-  if "alibi" in feats:
-    kw["alibi_slopes"] = 2.0 ** (-8.0 * jnp.arange(1, n + 1) / n)
-  if "cap" in feats:
-    kw["logits_soft_cap"] = 30.0
-  fwd_cfg = MosaicConfig.default(h, causal, kv_seqlen=t)
-  bwd_default = MosaicBackwardConfig.default(
-      h, causal, dropout="drop" in feats, alibi="alibi" in feats,
-      soft_cap="cap" in feats)
-  configs = {"default": bwd_default}
-  for text in variants:
-    configs[text] = dataclasses.replace(bwd_default, **parse_variant(text))
-
-  def attn(bwd):
-    return lambda q, k, v: pf.flash_attention(
-        q, k, v, implementation="mosaic",
-        config=dataclasses.replace(fwd_cfg, backward=bwd), **kw)
-
-  def grads_fn(bwd):
-    f = attn(bwd)
-    def g(q, k, v, do):
-      _, vjp = jax.vjp(f, q, k, v)
-      return vjp(do)
-    return g
-
-  calls, grads, kernels = {}, {}, {}
-  calls["fwd"] = (jax.jit(attn(bwd_default)).lower(q, k, v).compile(),
-                  (q, k, v))
-  for name, bwd in configs.items():
-    for rep in "ab":  # two executables of one config: the spread
-      try:
-        cg = jax.jit(grads_fn(bwd)).lower(q, k, v, do).compile()
-      except Exception as e:
-        print(f"  {name}: failed: {type(e).__name__}: {str(e)[:300]}")
-        break
-      calls[f"{name} {rep}"] = (cg, (q, k, v, do))
-      kernels[name] = mosaic_kernels(cg)
-      grads[name] = cg(q, k, v, do)
-  same = {name: all(bool(jnp.array_equal(x, y)) for x, y in
-                    zip(grads[name], grads["default"])) for name in grads}
-  tm = time_interleaved(calls, 9, 0.03)
-  fwd_s = tm["fwd"][0]
-  print(f"{cell}: backward TFLOP/s (spread), ratio to the default's mean; "
-        f"forward {flops / fwd_s / 1e12:.1f}")
-  base = None
-  for name in grads:
-    rs = [2.5 * flops / (tm[f"{name} {r}"][0] - fwd_s) / 1e12 for r in "ab"]
-    base = base or sum(rs) / 2
-    print(f"  {name:34s} {rs[0]:6.1f} {rs[1]:6.1f}  "
-          f"{rs[0] / base:.3f} {rs[1] / base:.3f}  bitwise={same[name]} "
-          f"mosaic_kernels={kernels[name]}", flush=True)
+config_ab.main()
