@@ -317,7 +317,8 @@ def test_config_default_d128_causal_long_dropout_takes_three_consumers():
 def test_backward_config_default_d128_by_dropout_and_alibi():
   """Without dropout: 128-key dQ steps, Q from shared memory (runs
   184-185), the rows a step ahead through the ring (runs 242, 244), no
-  stagger (runs 181-182, 245), 240 registers per dK/dV consumer where
+  stagger (runs 181-182, 245; with a soft-cap where non-causal, run 246),
+  240 registers per dK/dV consumer where
   non-causal (runs 189-190; with dropout or ALiBi too, run 197),
   240 also with a soft-cap (run 195); with ALiBi 64-key steps, Q in
   registers, the stagger only where causal; with dropout 128-key dQ steps,
@@ -615,8 +616,8 @@ BACKWARD = [
     B("bwd wide tiles, 3 stages, ascending", t=300, s=333, causal=True,
       config=MosaicBackwardConfig(block_q_dkv=128, block_kv_dq=128,
                                   num_stages=3, masked_first=False)),
-    # d128's default: lse2 / delta prefetched a step ahead, across the GQA
-    # heads of a kv head and past the last step (ragged, bottom right).
+    # d128's default: lse2 / delta through the ring a step ahead, across the
+    # GQA heads of a kv head and past the last step (ragged, bottom right).
     B("bwd d128 default (rows a step ahead) gqa causal ragged", n=4, k=2,
       h=128, t=130, s=200, causal=True, bottom_right=True, q_lengths=(130,),
       kv_lengths=(150,)),

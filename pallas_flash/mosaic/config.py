@@ -640,14 +640,12 @@ class MosaicBackwardConfig:
       1.036 / 1.007 and this form 0.993 / 0.991 (S4k N / S16k N), so
       ``deterministic=False`` keeps the deterministic d128 kernels.
     """
-    if not deterministic:  # the deterministic entry with f32 dQ adds, as
-      # runs 204-205 timed it (d64 there kept fused=True, unread with f32)
+    if not deterministic:  # d64: the deterministic entry with f32 dQ
+      # adds, as runs 204-205 timed it
       entry = cls.default(head_dim, causal, dropout, alibi, soft_cap)
       if dropout or head_dim > 64:
         return entry
-      return dataclasses.replace(entry, fused=False, deterministic=False,
-                                 prefetch_rows=False, row_ring=True,
-                                 stagger_consumers=False)
+      return dataclasses.replace(entry, fused=False, deterministic=False)
     if head_dim <= 64 and dropout:
       return cls(block_q_dkv=64, block_kv_dq=128)
     if head_dim <= 64:
