@@ -684,12 +684,12 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   # the row keys of each step's query tile (int32)
   row_smem = extra_smem.pop() if cfg.row_ring else None
   row_bars = interpret_bars.pop() if cfg.row_ring else None
-  # row_ring with prefetch_rows (not persistent): the item's copy r (its
-  # step r's rows, r = 0 .. its steps, the last a copy of rows in range) in
-  # slot r % (stages + 1); read a step ahead, under the previous dV / dK
-  # GEMMs
+  # row_ring with prefetch_rows (not persistent: the CTA's only item): the
+  # item's copy r (its step r's rows, r = 0 .. its steps, the last a copy of
+  # rows in range) in slot ``ahead_slot(r)``; read a step ahead, under the
+  # previous dV / dK GEMMs
   ring_ahead = cfg.row_ring and cfg.prefetch_rows
-  row_slots = cfg.row_ring_shape[0]
+  ahead_slot = lambda r: lax.rem(r, cfg.row_ring_shape[0])
   key_smem = extra_smem.pop() if rate > 0.0 else None
   key_bars = interpret_bars.pop() if rate > 0.0 else None
   dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
@@ -803,8 +803,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       """``load_rows`` of step j of head g (``prefetch_rows``), of a tile
       in range even where j is past the item's last step."""
       if ring_ahead:  # the item's (g, j) is its row copy g * n_steps + j
-        r = g0 + idx + g * n_steps + j
-        r_slot = lax.rem(r, row_slots)
+        r_slot = ahead_slot(g * n_steps + j)
         plgpu.barrier_wait(row_bars.at[r_slot])
         return tuple(plgpu.load(row_smem.at[r_slot, a], layout=_COL,
                                 optimized=False) for a in range(2))
@@ -1019,9 +1018,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       tile = jnp.clip(item.tile_of(r - g * n_steps), 0, n_q_tiles - 1)
       fwd.copy_row_pair((lse_ref, delta_ref), b, kvh * group + g,
                         pl.ds(tile * bq, bq), row_smem, row_bars,
-                        lax.rem(g0 + idx + r, row_slots))
+                        ahead_slot(r))
 
-    if ring_ahead:  # copy 0 (the CTA's only item: not persistent)
+    if ring_ahead:  # copy 0
       copy_rows_ahead(jnp.int32(0))
 
     @pl.loop(0, group * n_steps)
@@ -1297,7 +1296,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   rings = ()  # the row rings, two TMA copies a slot: dropout's row keys
   # (int32), then lse2 / delta (f32); the kernel pops them in reverse
   for on, shape, dtype in (
-      (rate > 0.0, (stages, 2, cfg.block_q_dkv), jnp.int32),
+      (rate > 0.0, cfg.key_ring_shape, jnp.int32),
       (cfg.row_ring, cfg.row_ring_shape, jnp.float32)):
     if on:
       smem.append(plgpu.SMEM(shape, dtype))

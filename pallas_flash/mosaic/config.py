@@ -423,10 +423,15 @@ class MosaicBackwardConfig:
     (not with ``split_head_dim``), else 1."""
     if not self.persistent or self.split_head_dim:
       return 1
-    keys = self.num_stages * 2 * self.block_q_dkv * 4  # (int32 row keys;
-    # with dropout)
+    keys = math.prod(self.key_ring_shape) * 4  # (int32; with dropout)
     fits = self._smem_bytes(head_dim, itemsize, 2) + keys <= 227 * 1024
     return 2 if fits else 1
+
+  @property
+  def key_ring_shape(self) -> tuple[int, int, int]:
+    """Dropout's row keys (int32 r_i, m_i) beside Q / dO in the dK/dV
+    kernel: [stages, 2, block_q_dkv]."""
+    return (self.num_stages, 2, self.block_q_dkv)
 
   @property
   def row_ring_shape(self) -> tuple[int, int, int]:
