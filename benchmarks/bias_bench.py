@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks import workloads
 from benchmarks.timing import interleaved_samples, paired_ratio, summarise
 import pallas_flash as pf
 
@@ -76,7 +77,7 @@ def rel_l2(a, b):
 
 
 def jax_impls(causal, t):
-  slopes = 2.0 ** (-8.0 * jnp.arange(1, N + 1, dtype=jnp.float32) / N)  # ALiBi paper's
+  slopes = workloads.alibi_slopes(N)  # ALiBi paper's
   rng = jax.random.key(0)
   ours = lambda impl, **kw: (lambda q, k, v, *bias: pf.flash_attention(
       q, k, v, bias=bias[0] if bias else None, is_causal=causal,

@@ -40,6 +40,7 @@ import jax.numpy as jnp
 from benchmarks import mosaic_bench, peers
 from benchmarks.mosaic_bench import cell_inputs, log, parse_variant, tokamax_fn
 from benchmarks.timing import time_interleaved
+from benchmarks.workloads import alibi_slopes
 import pallas_flash as pf
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 
@@ -58,10 +59,6 @@ def _ours(causal, implementation, config=None, **kw):
   return lambda q, k, v: pf.flash_attention(
       q, k, v, is_causal=causal, implementation=implementation, config=config,
       **kw)
-
-
-def alibi_slopes(n):
-  return 2.0 ** (-8.0 * jnp.arange(1, n + 1, dtype=jnp.float32) / n)
 
 
 _BWD_FIELDS = {f.name for f in dataclasses.fields(MosaicBackwardConfig)}

@@ -23,13 +23,13 @@ import jax.numpy as jnp
 import pallas_flash as pf
 from benchmarks.mosaic_bench import cell_inputs, mosaic_kernels, parse_variant
 from benchmarks.timing import time_interleaved
+from benchmarks.workloads import alibi_slopes
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 
 
 FEATURES = {  # cell suffix -> flash_attention keyword arguments
     "drop": lambda n: dict(dropout_rate=0.1, dropout_rng=jax.random.key(7)),
-    "alibi": lambda n: dict(
-        alibi_slopes=2.0 ** (-8.0 * jnp.arange(1, n + 1) / n)),
+    "alibi": lambda n: dict(alibi_slopes=alibi_slopes(n)),
     "cap": lambda n: dict(logits_soft_cap=30.0),
 }
 

@@ -113,8 +113,7 @@ class Workload:
     if self.soft_cap is not None:
       kw["logits_soft_cap"] = self.soft_cap
     if self.alibi:
-      kw["alibi_slopes"] = 2.0 ** (-8.0 * jnp.arange(1, n + 1,
-                                                      dtype=jnp.float32) / n)
+      kw["alibi_slopes"] = alibi_slopes(n)
     if self.dropout > 0.0:
       kw["dropout_rate"] = self.dropout
       kw["dropout_rng"] = jax.random.fold_in(keys[4], 1)
@@ -228,6 +227,11 @@ class Inputs:
   q_lengths: jax.Array | None = None  # [B] int32 (padded)
   kv_lengths: jax.Array | None = None  # [B] int32 (padded)
   visible_pairs: float = 0.0  # visible (query, key) pairs summed over B
+
+
+def alibi_slopes(n: int) -> jax.Array:
+  """ALiBi's slopes for n heads, 2^(-8 i / n), i = 1 .. n (Press et al.)."""
+  return 2.0 ** (-8.0 * jnp.arange(1, n + 1, dtype=jnp.float32) / n)
 
 
 def packed_segment_ids(batch: int, seqlen: int, seed: int) -> np.ndarray:
