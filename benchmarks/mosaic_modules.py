@@ -12,7 +12,11 @@ before and after a change and diff the output:
   PYTHONPATH=$PWD python3 -m benchmarks.mosaic_modules > /tmp/after.txt
   diff /tmp/before.txt /tmp/after.txt && echo "same kernels"
 
-``--out DIR`` also writes each module's text.
+``--out DIR`` also writes each module's text.  ``--issue12`` lowers issue
+12's benchmark cells at their own shapes instead (bf16, B*T = 16384, N*H =
+2048: d64 / d128 at T = 4k, 16k, d256 at 1k, 4k, causal and not, and the
+T = 131072 cell), so a timing taken at one commit can be shown to hold at
+another (the launch rules read the shapes).
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from jax._src.lib import mosaic_gpu_dialect
 from jax._src.lib.mlir import ir
 
 import pallas_flash as pf
+from benchmarks import workloads
 from pallas_flash import api
 from pallas_flash.mosaic import forward as mosaic_forward
 
@@ -69,12 +74,24 @@ def lower_cell(h: int, causal: bool, rate: float, b: int = 2, t: int = 1000):
   """The lowered text (without locations) of grad(flash_attention) for a
   [b, t] GQA 4/2 cell on the default Hopper path (also the lowering tests'
   entry, tests/test_mosaic.py)."""
-  q = jax.ShapeDtypeStruct((b, t, 4, h), jnp.bfloat16)
-  kv = jax.ShapeDtypeStruct((b, t, 2, h), jnp.bfloat16)
-  kw = dict(dropout_rate=rate, dropout_rng=jax.random.key(0)) if rate else {}
+  return lower_workload(workloads.Workload(
+      name="modules", batch=b, seqlen=t, heads=4, kv_heads=2, head_dim=h,
+      causal=causal, dtype="bfloat16", dropout=rate))
+
+
+def lower_workload(w: workloads.Workload) -> str:
+  """The lowered text (without locations) of grad(flash_attention) for a
+  dense workload (its shapes, dtype, causal flag and dropout rate) on the
+  default Hopper path, with no GPU present."""
+  dtype = jnp.dtype(w.dtype)
+  q = jax.ShapeDtypeStruct((w.batch, w.seqlen, w.heads, w.head_dim), dtype)
+  kv = jax.ShapeDtypeStruct((w.batch, w.kv_len, w.kv_heads, w.head_dim),
+                            dtype)
+  kw = (dict(dropout_rate=w.dropout, dropout_rng=jax.random.key(0))
+        if w.dropout else {})
 
   def loss(q, k, v):
-    return pf.flash_attention(q, k, v, is_causal=causal, **kw).astype(
+    return pf.flash_attention(q, k, v, is_causal=w.causal, **kw).astype(
         jnp.float32).sum()
   with mock.patch.object(api, "_on_gpu", lambda: True), \
       mock.patch.object(api, "_is_hopper", lambda: True), \
@@ -85,23 +102,41 @@ def lower_cell(h: int, causal: bool, rate: float, b: int = 2, t: int = 1000):
   return lowered.as_text(debug_info=False)
 
 
+def issue12_cells() -> list[workloads.Workload]:
+  """Issue 12's benchmark cells (``python -m benchmarks.run --workloads
+  convention long``, the rows of its table), bf16."""
+  bf16 = ("bfloat16",)
+  return (workloads.convention(seqlens=(4096, 16384), head_dims=(64, 128),
+                               dtypes=bf16)
+          + workloads.convention(seqlens=(1024, 4096), head_dims=(256,),
+                                 dtypes=bf16)
+          + workloads.long_context())
+
+
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("--out", default=None, help="also write each module here")
+  ap.add_argument("--issue12", action="store_true",
+                  help="issue 12's benchmark cells at their own shapes")
   args = ap.parse_args(argv)
+  if args.issue12:
+    cells = [(w.label, w.label.replace(" ", "_"), w)
+             for w in issue12_cells()]
+  else:
+    cells = [(f"d{h} {'causal' if causal else 'non-causal'} dropout {rate}",
+              f"d{h}_{int(causal)}_{rate}", (h, causal, rate))
+             for h, causal, rate in CELLS]
   lines = []
-  for h, causal, rate in CELLS:
-    cell = f"d{h} {'causal' if causal else 'non-causal'} dropout {rate}"
-    for i, (name, text) in enumerate(kernel_modules(
-        lower_cell(h, causal, rate))):
+  for cell, stem, spec in cells:
+    text_all = (lower_workload(spec) if args.issue12 else lower_cell(*spec))
+    for i, (name, text) in enumerate(kernel_modules(text_all)):
       digest = hashlib.sha256(text.encode()).hexdigest()[:16]
       lines.append(f"{cell}: {name} {digest} ({len(text)} chars)")
+      print(lines[-1], flush=True)
       if args.out:
         os.makedirs(args.out, exist_ok=True)
-        path = os.path.join(args.out, f"d{h}_{int(causal)}_{rate}_{i}.mlir")
-        with open(path, "w") as f:
+        with open(os.path.join(args.out, f"{stem}_{i}.mlir"), "w") as f:
           f.write(text)
-  print("\n".join(lines))
   return lines
 
 

@@ -204,6 +204,23 @@ def test_mosaic_modules_lists_each_kernel_without_locations():
     assert "loc(" not in text and "mosaic_gpu" in text
 
 
+def test_mosaic_modules_issue12_cells_are_the_issue_table():
+  """``mosaic_modules --issue12`` lowers exactly issue 12's table: bf16,
+  B*T = 16384, N*H = 2048, d64 / d128 at 4k and 16k, d256 at 1k and 4k, both
+  causal flags, and the B1 T = 131072 causal d128 cell."""
+  from benchmarks import mosaic_modules
+  cells = mosaic_modules.issue12_cells()
+  got = sorted((w.head_dim, w.seqlen, w.causal, w.batch, w.heads)
+               for w in cells)
+  want = sorted([(h, t, c, 16384 // t, 2048 // h)
+                 for h, ts in ((64, (4096, 16384)), (128, (4096, 16384)),
+                               (256, (1024, 4096)))
+                 for t in ts for c in (False, True)]
+                + [(128, 131072, True, 1, 16)])
+  assert got == want
+  assert {w.dtype for w in cells} == {"bfloat16"}
+
+
 def test_ptxas_report_reads_spills_and_serialized_wgmmas(monkeypatch):
   """benchmarks.ptxas_report attributes ptxas's lines to their cell and
   kernel (its warnings come before the kernel's 'Compiling entry' line, its

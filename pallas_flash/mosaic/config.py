@@ -475,8 +475,8 @@ class MosaicBackwardConfig:
     and ``soft_cap`` decide only d128 without dropout (``soft_cap``: only
     without ALiBi).  ``deterministic=False`` (``flash_attention``'s flag)
     takes the fused kernel with f32 dQ adds where it was measured faster
-    than the deterministic entry: d64 without dropout, d128 non-causal
-    without dropout, ALiBi or a soft-cap (the last entry below).  (From run
+    than the deterministic entry: d64 without dropout (d128 non-causal
+    until run 246; the last entry below).  (From run
     136 to run 159 the sequence lengths decided d128 with dropout: the
     stagger from T, S >= 16k where causal.)
 
