@@ -74,9 +74,14 @@ def lower_cell(h: int, causal: bool, rate: float, b: int = 2, t: int = 1000):
   """The lowered text (without locations) of grad(flash_attention) for a
   [b, t] GQA 4/2 cell on the default Hopper path (also the lowering tests'
   entry, tests/test_mosaic.py)."""
-  return lower_workload(workloads.Workload(
+  return lower_workload(_cell(h, causal, rate, b, t))
+
+
+def _cell(h: int, causal: bool, rate: float, b: int = 2, t: int = 1000):
+  """A [b, t] GQA 4/2 bf16 cell of ``CELLS`` as a ``Workload``."""
+  return workloads.Workload(
       name="modules", batch=b, seqlen=t, heads=4, kv_heads=2, head_dim=h,
-      causal=causal, dtype="bfloat16", dropout=rate))
+      causal=causal, dtype="bfloat16", dropout=rate)
 
 
 def lower_workload(w: workloads.Workload) -> str:
@@ -124,12 +129,11 @@ def main(argv=None):
              for w in issue12_cells()]
   else:
     cells = [(f"d{h} {'causal' if causal else 'non-causal'} dropout {rate}",
-              f"d{h}_{int(causal)}_{rate}", (h, causal, rate))
+              f"d{h}_{int(causal)}_{rate}", _cell(h, causal, rate))
              for h, causal, rate in CELLS]
   lines = []
-  for cell, stem, spec in cells:
-    text_all = (lower_workload(spec) if args.issue12 else lower_cell(*spec))
-    for i, (name, text) in enumerate(kernel_modules(text_all)):
+  for cell, stem, w in cells:
+    for i, (name, text) in enumerate(kernel_modules(lower_workload(w))):
       digest = hashlib.sha256(text.encode()).hexdigest()[:16]
       lines.append(f"{cell}: {name} {digest} ({len(text)} chars)")
       print(lines[-1], flush=True)
