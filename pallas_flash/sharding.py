@@ -45,7 +45,8 @@ def forward(fn: Callable, q, k, v, arrays: masks.MaskArrays,
   """``fn(q, k, v, arrays, params) -> (out, lse)``, partitioned per shard."""
   call = lambda q, k, v, arrays: tuple(fn(q, k, v, arrays, params))
   ring = _ring(params, q, k, arrays, lambda calls: calls[0])
-  return _partitioned(call, (q, k, v, arrays), backward_pass=False, ring=ring)
+  return _partitioned(call, (q, k, v, arrays), backward_pass=False, ring=ring,
+                      interpret=_interpret(params))
 
 
 def backward(fn: Callable, q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
@@ -57,7 +58,12 @@ def backward(fn: Callable, q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
       fn(q, k, v, arrays, out, lse, d_out, params))
   ring = _ring(params, q, k, arrays, lambda calls: calls[1])
   return _partitioned(call, (q, k, v, arrays, out, lse, d_out),
-                      backward_pass=True, dbias=params.bias_grad, ring=ring)
+                      backward_pass=True, dbias=params.bias_grad, ring=ring,
+                      interpret=_interpret(params))
+
+
+def _interpret(params) -> bool:
+  return isinstance(params, KernelParams) and params.interpret
 
 
 def _ring(params, q, k, arrays, pick):
@@ -74,7 +80,7 @@ def _ring(params, q, k, arrays, pick):
 
 
 def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False,
-                 ring=None):
+                 ring=None, interpret: bool = False):
   explicit = _explicit_axes(args)
   if explicit:
     # Explicit mesh axes (jax.make_mesh's default) put the sharding in the
@@ -87,7 +93,8 @@ def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False,
     if dbias:
       out_sharding += (NamedSharding(q.mesh, P(qb, qn, None, None)),)
     inner = lambda args: _partitioned(call, args, backward_pass=backward_pass,
-                                      dbias=dbias, ring=ring)
+                                      dbias=dbias, ring=ring,
+                                      interpret=interpret)
     return jax.sharding.auto_axes(inner, axes=explicit,
                                   out_sharding=out_sharding)(args)
 
@@ -102,8 +109,17 @@ def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False,
                                      *jax.tree.leaves(args)))
 
   if closed.effects:
-    # custom_partitioning drops effects, and the Mosaic GPU interpreter (CPU
-    # only) orders its io_callbacks by effect tokens: run it unpartitioned.
+    # custom_partitioning cannot lower an effectful body.  Only the Mosaic
+    # GPU interpreter (CPU only), which orders its io_callbacks by effect
+    # tokens, may run unpartitioned.  A native backend call with an effect
+    # (e.g. a top-level jax.new_ref: keep Refs inside pl.run_state) would
+    # silently be all-gathered and run whole on every device, so it is an
+    # error here rather than a slow fallback.
+    if not interpret:
+      raise RuntimeError(
+          f"pallas_flash: a {'backward' if backward_pass else 'forward'} "
+          f"backend call has effects {closed.effects} and cannot be "
+          "partitioned per shard; backends must be pure functions")
     return body(consts, args)
 
   def partition(mesh, arg_shapes, result_shape):

@@ -1291,8 +1291,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     # Interpret mode simulates no TMA reduce-add: each kv tile writes its
     # own slot, summed below (O(S / 128 x T) memory: tests only).
     slots = (kv_tiles,) if params.interpret else ()
-    dq_acc = jax.new_ref(jnp.zeros((*slots, b, tp, n, hp), dq_dtype))
-    operands.append(dq_acc)
+    dq_acc = jnp.zeros((*slots, b, tp, n, hp), dq_dtype)
   rings = ()  # the row rings, two TMA copies a slot: dropout's row keys
   # (int32), then lse2 / delta (f32); the kernel pops them in reverse
   for on, shape, dtype in (
@@ -1301,10 +1300,11 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     if on:
       smem.append(plgpu.SMEM(shape, dtype))
       rings += (plgpu.Barrier(num_arrivals=2, num_barriers=shape[0]),)
-  dk, dv = _launch(
+  dkdv = functools.partial(
+      _launch,
       functools.partial(_dkdv_kernel, order=order,
                         persistent=bool(num_ctas), **common),
-      "pallas_flash_mosaic_dkdv", operands,
+      "pallas_flash_mosaic_dkdv",
       out_type=(jax.ShapeDtypeStruct((b, sp, kh, hp), k.dtype),) * 2,
       order=order, num_ctas=num_ctas,
       consumers=c, smem=tuple(smem),
@@ -1312,8 +1312,18 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
                 plgpu.Barrier(num_barriers=stages),
                 plgpu.Barrier(num_barriers=stages), *interp, *rings),
       interpret=params.interpret)
-  if cfg.one_kernel:
-    dq = dq_acc[...]
+  if not cfg.one_kernel:
+    dk, dv = dkdv(operands)
+  else:
+    # The kernel adds into dQ through a Ref (TMA reduce-add).  run_state
+    # keeps the Ref inside a pure function: a top-level jax.new_ref would
+    # give the call an effect, which custom_partitioning cannot lower
+    # (sharding.py refuses effectful backend calls).
+    def fused(refs):
+      acc, dk_ref, dv_ref = refs
+      dk_ref[...], dv_ref[...] = dkdv([*operands, acc])
+    dq, dk, dv = pl.run_state(fused)(
+        (dq_acc, *(jnp.zeros((b, sp, kh, hp), k.dtype),) * 2))
     if params.interpret:  # (integer words: the same sums in any order)
       dq = dq.sum(0, dtype=dq.dtype)
     if cfg.deterministic:
