@@ -6,7 +6,7 @@ power cap; a training step does not.  At the cap the driver lowers the clock
 of a kernel that draws more power per cycle, so this is the number that
 decides a config.  Usage (GPU machine, tokamax optional):
 
-  python3 benchmarks/sustained.py [--cells d128S4kC,d64S16kN] [--seconds 4]
+  python3 tools/sustained.py [--cells d128S4kC,d64S16kN] [--seconds 4]
       [--rounds 2] [--variant FIELD=VALUE,...]   (repeatable, as in mosaic_bench)
 
 The GPU warms up over a run and a hotter chip leaks more power, so at the cap

@@ -1,7 +1,7 @@
 """Launch-config sweep of the split-KV decode kernel against the peers
 (issue 15), timed in-jit like ``decode_bench``'s summary.
 
-    python -m benchmarks.decode_sweep --out DIR [--cells 32:1:4k,1:1:128k]
+    python -m tools.decode_sweep --out DIR [--cells 32:1:4k,1:1:128k]
 
 For each cell of ``decode_bench.CELLS`` (same inputs, same rotated cache
 copies): cuDNN (and XLA at batch 1, where it was the best peer) and
@@ -17,7 +17,8 @@ SM count): the lengths are traced, so a ragged batch gets the split count of
 a full one of the same shape.  The batch-32 variants therefore run on the
 full and the ragged 32k cells alike.
 
-Earlier sweeps (per call, from the host; ``benchmarks/RESULTS.md``): run 1
+Earlier sweeps (per call, from the host; ``benchmarks/RESULTS.md`` as of commit
+29bf24f, the last with the run-by-run records): run 1
 (H100) had 11 variants within 2-3% except waves=1 at batch 1; run 2 had
 block_k 64 best at 1:1:128k and one split best at 32:1:4k; run 3 made
 ``heads_first`` the default and again had one split fastest at 32:1:4k but
@@ -44,8 +45,8 @@ _D = DecodeConfig()  # the tuned rule (kernel.launch)
 
 # Variants per regime (B1: B x K = 8 programs per split; B32: 256), each
 # list timed with the cell's peers; the tuned rule (``_D``) leads each list.
-# Run 5's sweeps (benchmarks/results/decode_2026-11-23b_h200/) set block_k
-# and the split rule; run 6's (decode_2026-11-23c_h200/sweep/, every config
+# Run 5's sweeps (benchmarks/results/decode_2026-11-23b_h200/ as of commit
+# 29bf24f) set block_k and the split rule; run 6's (decode_2026-11-23c_h200/sweep/, every config
 # in its JSON, names relative to run 5's rule) timed the merge's loads
 # unrolled against a loop over chunks (a field since removed), 3 stages, 32
 # or 48 splits, block_k 32 and 2 warps, and set 3 stages.  The lists below

@@ -10,7 +10,7 @@ per head each, halved when causal), the backward's in the convention (2.5 x
 the forward's 4 T S H, which for a five-GEMM step is its GEMM rate).  Both
 dq_rows_in_registers settings are timed.
 
-  PYTHONPATH=$PWD python3 benchmarks/bwd_split.py [--cells 4k-N,16k-C]
+  PYTHONPATH=$PWD python3 tools/bwd_split.py [--cells 4k-N,16k-C]
       [--dropout 0.1] [--head-dim 128] [--tokens 16384] [--heads 16]
 
 Prints a markdown table last.  ``--interpret`` runs it on a CPU (tests).

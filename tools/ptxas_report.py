@@ -15,7 +15,7 @@ Each ``--variant`` (``bwd_bench``'s syntax: backward config fields, forward
 ones written ``fwd.``) compiles every cell again with the default configs
 changed by those fields (``with_variant``), as row "cell [variant]".
 
-  PYTHONPATH=$PWD python3 -m benchmarks.ptxas_report [--head-dims 64,128]
+  PYTHONPATH=$PWD python3 -m tools.ptxas_report [--head-dims 64,128]
       [--seqlens 4096,16384] [--features plain,dropout,alibi] [--out FILE]
       [--variant dkdv_registers=232 ...]
 
@@ -154,7 +154,7 @@ def main(argv=None):
 
   def child(spec_variant):  # each cell in its own process: its lines alone
     spec, variant = spec_variant
-    run = subprocess.run([sys.executable, "-m", "benchmarks.ptxas_report",
+    run = subprocess.run([sys.executable, "-m", "tools.ptxas_report",
                           "--one", spec, "--one-variant", variant],
                          capture_output=True, text=True)
     name = cell_of(spec).name + (f" [{variant}]" if variant else "")

@@ -2,7 +2,7 @@
 ``mha`` on the FlashAttention benchmark workload (bf16, batch*seqlen = 16384,
 hidden 2048).  Backs the defaults in ``pallas_flash/triton/config.py``.
 
-    python -m benchmarks.triton_sweep [--quick] [--cells-only] [--json OUT.json]
+    python -m tools.triton_sweep [--quick] [--cells-only] [--json OUT.json]
 
 Prints one table: TFLOP/s (fwd: 4*B*N*S^2*H, x0.5 causal; bwd: 2.5x that over
 the fwd+bwd minus fwd time) per config and the ratio to ``mha`` measured in

@@ -12,7 +12,7 @@ optionally with features: ``+drop`` (dropout 0.1), ``+alibi`` (slopes
 2^(-8 i / N)), ``+cap`` (soft-cap 30); the baseline is the backward default
 for those features (``MosaicBackwardConfig.default``).
 
-  python3 -m benchmarks.config_ab d128-16k-N,d128-4k-C+cap row_ring=True [...]
+  python3 -m tools.config_ab d128-16k-N,d128-4k-C+cap row_ring=True [...]
 """
 import dataclasses
 import sys

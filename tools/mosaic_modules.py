@@ -7,9 +7,9 @@ GPU custom call's module (MLIR bytecode), prints it without locations (so
 moved source lines do not count) and reports one hash per kernel.  Run it
 before and after a change and diff the output:
 
-  PYTHONPATH=$PWD python3 -m benchmarks.mosaic_modules > /tmp/before.txt
+  PYTHONPATH=$PWD python3 -m tools.mosaic_modules > /tmp/before.txt
   (change)
-  PYTHONPATH=$PWD python3 -m benchmarks.mosaic_modules > /tmp/after.txt
+  PYTHONPATH=$PWD python3 -m tools.mosaic_modules > /tmp/after.txt
   diff /tmp/before.txt /tmp/after.txt && echo "same kernels"
 
 ``--out DIR`` also writes each module's text.  ``--issue12`` lowers issue

@@ -18,7 +18,7 @@ its deviation from independent Bernoulli(1 - rate) bits in standard errors
 
 Independent bits give values ~ N(0, 1): |x| > 3 is suspect.
 
-  PYTHONPATH=$PWD python3 benchmarks/dropout_stats.py [--seeds 10] [--size 8192]
+  PYTHONPATH=$PWD python3 tools/dropout_stats.py [--seeds 10] [--size 8192]
 """
 from __future__ import annotations
 
