@@ -38,7 +38,7 @@ Implementations (each optional; a failure is reported as "did not run"):
   applies no softmax scale, so it gets q pre-scaled by 1/sqrt(H)).
 
 All cells are non-causal (each new token attends the whole cache), as the
-peers without a bottom-right diagonal compute.  ``decode_sweep.py`` times
+peers without a bottom-right diagonal compute.  ``tools/decode_sweep.py`` times
 ``DecodeConfig`` variants of ours against the peers with the same machinery.
 """
 from __future__ import annotations

@@ -44,8 +44,9 @@ _C = MosaicConfig
 def variant_configs(h, causal, seqlen, variants):
   """The default config of a cell, then the default with each variant's
   fields replaced, e.g. {"persistent": False}.  (Earlier sweeps of tile width,
-  visiting order, softmax overlap and launch order are recorded in
-  docs/mosaic.md and settled the table in pallas_flash/mosaic/config.py.)"""
+  visiting order, softmax overlap and launch order settled the table in
+  pallas_flash/mosaic/config.py; docs/design.md gives the deciding figures,
+  docs/mosaic.md as of commit 29bf24f the runs.)"""
   cfg = _C.default(h, causal, kv_seqlen=seqlen)
   return [None] + [dataclasses.replace(cfg, **v) for v in variants]
 

@@ -48,7 +48,7 @@ ON_GPU = jax.default_backend() == "gpu"
 def pytest_collection_modifyitems(config, items):
   """Marks the Mosaic GPU kernel runs that go through Pallas's interpreter
   (CPU only) as ``mgpu_interpret``, so ``-m mgpu_interpret`` selects them
-  (see docs/mosaic.md, "Interpret mode on a CPU")."""
+  (see docs/design.md, "Interpret mode on a CPU")."""
   if ON_GPU:
     return
   for item in items:

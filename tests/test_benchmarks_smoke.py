@@ -178,7 +178,7 @@ def test_bwd_split_times_both_kernels_on_cpu():
   """benchmarks/bwd_split.py in interpret mode on a tiny cell: the whole
   backward and the dK/dV kernel alone are timed, and the launch it patches
   is restored."""
-  from benchmarks import bwd_split
+  from tools import bwd_split
   from pallas_flash.mosaic import backward as mb
 
   launch = mb._launch
@@ -194,7 +194,7 @@ def test_mosaic_modules_lists_each_kernel_without_locations():
   """benchmarks.mosaic_modules (a refactor's kernel check) finds the d64
   default's forward and fused backward kernels, and their texts carry no
   source locations, so only kernel changes change them."""
-  from benchmarks import mosaic_modules
+  from tools import mosaic_modules
   mods = mosaic_modules.kernel_modules(
       mosaic_modules.lower_cell(64, True, 0.0, b=1, t=256))
   names = [name for name, _ in mods]
@@ -208,7 +208,7 @@ def test_mosaic_modules_issue12_cells_are_the_issue_table():
   """``mosaic_modules --issue12`` lowers exactly issue 12's table: bf16,
   B*T = 16384, N*H = 2048, d64 / d128 at 4k and 16k, d256 at 1k and 4k, both
   causal flags, and the B1 T = 131072 causal d128 cell."""
-  from benchmarks import mosaic_modules
+  from tools import mosaic_modules
   cells = mosaic_modules.issue12_cells()
   got = sorted((w.head_dim, w.seqlen, w.causal, w.batch, w.heads)
                for w in cells)
@@ -226,7 +226,7 @@ def test_ptxas_report_reads_spills_and_serialized_wgmmas(monkeypatch):
   kernel (its warnings come before the kernel's 'Compiling entry' line, its
   register count after), flags C7512 (wgmmas serialized) and refuses to run
   without a GPU."""
-  from benchmarks import ptxas_report
+  from tools import ptxas_report
   fn = "pallas_flash_mosaic_{}_mosaic_gpu_kernel"
   text = "\n".join([
       "==== cell d128 S16k N alibi",
@@ -263,7 +263,7 @@ def test_ptxas_report_variant_changes_only_its_fields(monkeypatch):
   """``ptxas_report.with_variant``: the default configs come back with the
   variant's fields (forward ones written ``fwd.``), every other field as
   the table chose it."""
-  from benchmarks import ptxas_report
+  from tools import ptxas_report
   from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
   for cls in (MosaicConfig, MosaicBackwardConfig):  # restored afterwards
     monkeypatch.setattr(cls, "default", cls.__dict__["default"])

@@ -103,7 +103,7 @@ def test_sweep_cell_times_variants_against_peers(monkeypatch, tmp_path):
   compiled as an in-jit loop and timed with the peers; ratios to the best
   peer; the HLO of the first variant's and first peer's loops written for
   the cells asked."""
-  from benchmarks import decode_sweep as ds
+  from tools import decode_sweep as ds
   monkeypatch.setattr(db, "L2_BYTES", 1)  # one copy
   monkeypatch.setitem(ds.PLAN, "1:1:64", (
       [ds.DecodeConfig(block_k=16, num_splits=2)], ["xla", "cudnn"]))

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks import mosaic_modules
+from tools import mosaic_modules
 from cases import Case, check_forward, check_gradients
 from pallas_flash import masks
 from pallas_flash.mosaic import backward as mosaic_backward

@@ -1,2 +1,0 @@
-# Run 159 (H100): run 158's A/B again on the same warm machine (the command was given inline; this is it verbatim).
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH=$PWD; date -u > $OUT/run159_device.txt; timeout 100 python3 benchmarks/results/dropout_bwd_2026-11-24_h100/drop_ab.py d128-16k-C stagger_consumers=False > $OUT/run159_ab.log 2>&1; echo rc $?; grep -E "^d|^  " $OUT/run159_ab.log
