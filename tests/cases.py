@@ -7,13 +7,18 @@ arrays and keyword options for ``flash_attention``.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import pallas_flash as pf
-from benchmarks.workloads import Workload
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from benchmarks.workloads import Workload, test_segment_ids
 
 
 def Case(name: str, b: int = 2, t: int = 17, s: int = 17, n: int = 2,
@@ -90,14 +95,26 @@ def upcast(*xs):
   return [x.astype(jnp.float32) for x in xs]
 
 
+def _jitted(fn, kw):
+  """``fn(*args, **kw)`` as one ``jax.jit`` with kw's arrays as arguments
+  and its other entries (flags, floats, tuples) closed over.  Eager calls
+  would compile every op of the wrapper and of the reference separately:
+  most of a GPU-sized case's time on a GPU."""
+  arrays = {n: x for n, x in kw.items() if isinstance(x, jax.Array)}
+  static = {n: x for n, x in kw.items() if n not in arrays}
+  run = jax.jit(lambda arrays, *args: fn(*args, **static, **arrays))
+  return lambda *args: run(arrays, *args)
+
+
 def check_forward(case: Workload, impl: str, seed: int = 0):
   """``flash_attention(implementation=impl)`` against the float32 XLA path:
   shapes, dtypes, finiteness, output and LSE within ``TOL``."""
   q, k, v, kw = case.inputs(seed)
-  out, lse = pf.flash_attention(q, k, v, implementation=impl, config=case.config,
-                                return_residual=True, **kw)
-  ref, ref_lse = pf.flash_attention(*upcast(q, k, v), implementation="xla",
-                                    return_residual=True, **kw)
+  attend = lambda impl, config: _jitted(functools.partial(
+      pf.flash_attention, implementation=impl, config=config,
+      return_residual=True), kw)
+  out, lse = attend(impl, case.config)(q, k, v)
+  ref, ref_lse = attend("xla", None)(*upcast(q, k, v))
   chex.assert_shape(out, q.shape)
   chex.assert_shape(lse, q.shape[:-1])
   assert out.dtype == q.dtype and lse.dtype == jnp.float32
@@ -108,22 +125,147 @@ def check_forward(case: Workload, impl: str, seed: int = 0):
   return out, lse
 
 
-def check_gradients(case: Workload, impl: str, seed: int = 0):
-  """dq, dk, dv of ``flash_attention(implementation=impl)`` against the
-  float32 XLA path's VJP with the same random cotangent: dtypes, shapes,
-  finiteness and ``TOL``.  Returns the gradients."""
+def check_gradients(case: Workload, impl: str, seed: int = 0, extra=None,
+                    bias=None):
+  """out and (dq, dk, dv[, dbias]) of ``flash_attention(implementation=
+  impl)`` against the float32 XLA path's VJP with the same random
+  cotangent: dtypes, shapes, finiteness and ``TOL``.  ``extra``: more
+  keyword arguments; ``bias``: an additive bias, differentiated too.
+  Returns (out, gradients)."""
   q, k, v, kw = case.inputs(seed)
+  kw = {**kw, **(extra or {})}
+  args = (q, k, v) if bias is None else (q, k, v, bias)
   d_out = jax.random.normal(jax.random.key(seed + 7), q.shape,
                             jnp.float32).astype(q.dtype)
-  _, vjp = jax.vjp(lambda q, k, v: pf.flash_attention(
-      q, k, v, implementation=impl, config=case.config, **kw), q, k, v)
-  _, ref_vjp = jax.vjp(lambda q, k, v: pf.flash_attention(
-      q, k, v, implementation="xla", **kw), *upcast(q, k, v))
-  grads = vjp(d_out)
-  for name, g, r, x in zip("qkv", grads, ref_vjp(d_out.astype(jnp.float32)),
-                           (q, k, v)):
+
+  def fwd_bwd(impl, config):
+    def f(d_out, *args, **kw):
+      out, vjp = jax.vjp(lambda q, k, v, bias=None: pf.flash_attention(
+          q, k, v, bias=bias, implementation=impl, config=config, **kw),
+          *args)
+      return out, vjp(d_out)
+    return _jitted(f, kw)
+
+  out, grads = fwd_bwd(impl, case.config)(d_out, *args)
+  ref, ref_grads = fwd_bwd("xla", None)(d_out.astype(jnp.float32),
+                                        *upcast(*args))
+  tol = TOL[case.dtype]
+  assert out.dtype == q.dtype and rel_err(out, ref) <= tol["out"], (
+      case.name, rel_err(out, ref))
+  for name, g, r, x in zip(("dq", "dk", "dv", "dbias"), grads, ref_grads,
+                           args):
     assert g.dtype == x.dtype and g.shape == x.shape, name
     chex.assert_tree_all_finite(g)
-    assert rel_err(g, r) <= TOL[case.dtype]["grad"], (case.name, name,
-                                                     rel_err(g, r))
-  return grads
+    assert rel_err(g, r) <= tol["grad"], (case.name, name, rel_err(g, r))
+  return out, grads
+
+
+# --- the default dispatch under batch / head sharding ------------------------
+@dataclasses.dataclass(frozen=True)
+class Sharded:
+  """A ``flash_attention`` call of the default dispatch with q / k / v
+  sharded over the batch ("x"), the heads ("x"), or both ("x", "y"), and
+  every array argument sharded with them.  tests/test_sharding.py lowers
+  it for CUDA on 4 CPU devices; tests/test_multi_gpu.py compiles and runs
+  it on 2 and 4 GPUs."""
+  name: str
+  h: int
+  spec: P = P("x")  # q's sharding
+  n: int = 4
+  k: int = 4
+  dtype: str = "bfloat16"
+  kw: tuple = ()  # flash_attention keywords, plus the flags "segments",
+  # "lengths", "alibi" for those arrays
+  bias: bool = False  # a [1, N, T, S] bias, differentiated
+
+  def __str__(self):
+    return self.name
+
+  def mesh_shape(self, devices: int) -> tuple[int, ...]:
+    return (devices,) if len(set(self.spec) - {None}) == 1 else (
+        2, devices // 2)
+
+  @property
+  def batch_sharded_bias(self) -> bool:
+    """dbias sums a [1, N, T, S] bias's gradient over sharded batch rows:
+    the one collective the backward may have (an all-reduce)."""
+    return self.bias and self.spec[0] is not None
+
+  def inputs(self, mesh, b: int = 4, t: int = 300, concrete: bool = True):
+    """(q, k, v, arrays, static): arrays a dict of the array keywords (and
+    "bias"), sharded like q; static the other keywords.  ``concrete=False``
+    gives ShapeDtypeStructs (for lowering)."""
+    spec = tuple(self.spec) + (None,) * (4 - len(self.spec))
+    rng = np.random.default_rng(0)
+
+    def put(x, *dims):
+      sharding = NamedSharding(mesh, P(*dims))
+      if not concrete:
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
+      return jax.device_put(x, sharding)
+
+    normal = lambda *shape: jnp.asarray(
+        rng.standard_normal(shape, np.float32)).astype(self.dtype)
+    q = put(normal(b, t, self.n, self.h), *spec)
+    k, v = (put(normal(b, t, self.k, self.h), *spec) for _ in range(2))
+    static = dict(self.kw)
+    arrays = {}
+    if static.pop("segments", False):
+      arrays["query_segment_ids"] = put(
+          jnp.asarray(test_segment_ids(b, t, 0)), *spec[:2])
+    if static.pop("lengths", False):
+      lengths = np.array([t, t - 37, t // 2, 1] * b, np.int32)[:b]
+      arrays["query_seq_lengths"] = put(jnp.asarray(lengths), spec[0])
+      arrays["key_value_seq_lengths"] = put(jnp.asarray(lengths[::-1]),
+                                            spec[0])
+    if static.pop("alibi", False):
+      slopes = 2.0 ** -jnp.arange(1, self.n + 1, dtype=jnp.float32)
+      arrays["alibi_slopes"] = put(jnp.tile(slopes, (b, 1)), spec[0], spec[2])
+    if static.get("dropout_rate"):
+      static["dropout_rng"] = jax.random.key(0)
+    if self.bias:
+      arrays["bias"] = put(normal(1, self.n, t, t), None, spec[2])
+    return q, k, v, arrays, static
+
+
+SHARDED = [
+    Sharded("d64 causal batch", 64, kw=(("is_causal", True),)),
+    Sharded("d64 nondeterministic heads fp16", 64, P(None, None, "x"),
+            dtype="float16", kw=(("deterministic", False),)),
+    Sharded("d64 dropout batch", 64, kw=(("dropout_rate", 0.1),)),
+    Sharded("d64 bias dbias batch", 64, bias=True),
+    Sharded("d64 lengths segments batch x heads gqa", 64, P("x", None, "y"),
+            n=4, k=2, kw=(("is_causal", True), ("segments", True),
+                          ("lengths", True))),
+    Sharded("d128 causal dropout heads", 128, P(None, None, "x"),
+            kw=(("is_causal", True), ("dropout_rate", 0.1))),
+    Sharded("d128 alibi gqa batch", 128, n=8, k=4,
+            kw=(("alibi", True), ("causal_alignment", "bottom_right"),
+                ("is_causal", True))),
+    Sharded("d128 softcap window bias heads fp16", 128, P(None, None, "x"),
+            dtype="float16", bias=True,
+            kw=(("logits_soft_cap", 30.0), ("local_window_size", (64, 0)))),
+    Sharded("d256 causal batch", 256, kw=(("is_causal", True),)),
+    Sharded("d256 nondeterministic heads", 256, P(None, None, "x"),
+            kw=(("deterministic", False),)),
+]
+
+
+def sharded_fns(static):
+  """(fwd, fwd_bwd) of a ``Sharded`` call: ``fwd(q, k, v, arrays) -> out``
+  and ``fwd_bwd(q, k, v, arrays, d_out) -> (out, (dq, dk, dv[, dbias]))``
+  (dbias when arrays holds a bias)."""
+  def fwd(q, k, v, arrays):
+    arrays = dict(arrays)
+    return pf.flash_attention(q, k, v, arrays.pop("bias", None), **static,
+                              **arrays)
+
+  def fwd_bwd(q, k, v, arrays, d_out):
+    diff = {"bias": arrays["bias"]} if "bias" in arrays else {}
+    rest = {n: x for n, x in arrays.items() if n != "bias"}
+    out, vjp = jax.vjp(lambda q, k, v, diff: fwd(q, k, v, {**rest, **diff}),
+                       q, k, v, diff)
+    dq, dk, dv, ddiff = vjp(d_out)
+    return out, (dq, dk, dv, *ddiff.values())
+
+  return fwd, fwd_bwd

@@ -48,8 +48,11 @@ ON_GPU = jax.default_backend() == "gpu"
 def pytest_collection_modifyitems(config, items):
   """Marks the Mosaic GPU kernel runs that go through Pallas's interpreter
   (CPU only) as ``mgpu_interpret``, so ``-m mgpu_interpret`` selects them
-  (see docs/design.md, "Interpret mode on a CPU")."""
+  (see docs/design.md, "Interpret mode on a CPU").  On a GPU, puts the
+  GPU-sized (``slow``) cases first, so that the pytest workers of .ci/gpu
+  do not finish on a tail of long compiles."""
   if ON_GPU:
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     return
   for item in items:
     params = getattr(item, "callspec", None)
@@ -57,3 +60,12 @@ def pytest_collection_modifyitems(config, items):
                    or (params is not None and params.params.get("impl") == "mosaic"))
     if uses_mosaic:
       item.add_marker(pytest.mark.mgpu_interpret)
+
+
+_TIMES = os.environ.get("PF_TEST_TIMES")  # .ci/gpu: one line per test
+
+
+def pytest_runtest_logreport(report):
+  if _TIMES and (report.when == "call" or report.failed):
+    with open(_TIMES, "a") as f:
+      f.write(f"{report.duration:7.1f} {report.outcome:7} {report.nodeid}\n")

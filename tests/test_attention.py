@@ -16,7 +16,7 @@ import pytest
 
 import pallas_flash as pf
 from pallas_flash import masks
-from cases import FORWARD, GRADIENT, TOL, Case, check_forward, rel_err as _rel, upcast as _upcast
+from cases import FORWARD, GRADIENT, TOL, Case, check_forward, check_gradients, rel_err as _rel, upcast as _upcast
 
 IMPL = "triton"
 
@@ -58,19 +58,7 @@ def _supported(cases):
 
 @pytest.mark.parametrize("case, impl", _supported(GRADIENT))
 def test_gradients_match_reference_vjp(case: Case, impl: str):
-  q, k, v, kw = case.inputs()
-  d_out = jax.random.normal(jax.random.key(7), q.shape, jnp.float32).astype(q.dtype)
-  out, vjp = jax.vjp(functools.partial(pf.flash_attention, implementation=impl, **kw), q, k, v)
-  ref, ref_vjp = jax.vjp(functools.partial(pf.flash_attention, implementation="xla", **kw),
-                         *_upcast(q, k, v))
-  grads = vjp(d_out)
-  ref_grads = ref_vjp(d_out.astype(jnp.float32))
-  tol = TOL[case.dtype]
-  assert _rel(out, ref) <= tol["out"]
-  for name, g, r, x in zip("qkv", grads, ref_grads, (q, k, v)):
-    assert g.dtype == x.dtype and g.shape == x.shape
-    chex.assert_tree_all_finite(g)
-    assert _rel(g, r) <= tol["grad"], (name, _rel(g, r))
+  check_gradients(case, impl)
 
 
 @pytest.mark.parametrize("case", [Case("nn_plain", t=33, s=33), Case("nn_causal", t=17, s=33, causal=True),

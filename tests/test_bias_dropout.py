@@ -7,9 +7,7 @@ kernels for every one of these features); ``-m slow`` adds GPU-sized cases.
 """
 from __future__ import annotations
 
-import functools
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,7 +16,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import pallas_flash as pf
 from pallas_flash import masks
-from cases import TOL, Case, rel_err, upcast
+from cases import TOL, Case, check_gradients, rel_err
 
 IMPL = "triton"
 
@@ -33,25 +31,7 @@ def _bias(case: Case, pattern: str, seed: int = 11):
 def _check_vjp(case: Case, kw, bias=None, impl=IMPL, seed=0):
   """out and (dq, dk, dv[, dbias]) of ``impl`` against the f32 reference's
   VJP with the same random cotangent; returns the kernel's results."""
-  q, k, v, case_kw = case.inputs(seed)
-  kw = {**case_kw, **kw}
-  args = (q, k, v) if bias is None else (q, k, v, bias)
-  d_out = jax.random.normal(jax.random.key(seed + 7), q.shape, jnp.float32).astype(q.dtype)
-
-  def f(impl, q, k, v, bias=None):
-    return pf.flash_attention(q, k, v, bias=bias, implementation=impl,
-                              config=case.config, **kw)
-
-  out, vjp = jax.vjp(functools.partial(f, impl), *args)
-  ref, ref_vjp = jax.vjp(functools.partial(f, "xla"), *upcast(*args))
-  grads, ref_grads = vjp(d_out), ref_vjp(d_out.astype(jnp.float32))
-  tol = TOL[case.dtype]
-  assert out.dtype == q.dtype and rel_err(out, ref) <= tol["out"], rel_err(out, ref)
-  for name, g, r, x in zip(("dq", "dk", "dv", "dbias"), grads, ref_grads, args):
-    assert g.dtype == x.dtype and g.shape == x.shape, name
-    chex.assert_tree_all_finite(g)
-    assert rel_err(g, r) <= tol["grad"], (case.name, name, rel_err(g, r))
-  return out, grads
+  return check_gradients(case, impl, seed, extra=kw, bias=bias)
 
 
 BIAS_CASES = [

@@ -19,6 +19,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 import pallas_flash as pf
+from cases import SHARDED, sharded_fns
 
 pytestmark = pytest.mark.skipif(len(jax.devices()) < 4,
                                 reason="needs 4 devices (4 host devices on CPU)")
@@ -239,45 +240,6 @@ def test_backend_constants_become_replicated_operands():
 # reach XLA as custom_partitioning calls with no kernel outside them: then
 # the partitioner runs each kernel on its shard.  Natively, .ci/gpu-multi
 # compiles the same calls on 2 and 4 GPUs and asserts no collective.
-@dataclasses.dataclass(frozen=True)
-class Hopper:
-  name: str
-  h: int
-  spec: P = P("x")
-  mesh: tuple[int, ...] = (4,)
-  n: int = 4
-  k: int = 4
-  dtype: str = "bfloat16"
-  kw: tuple = ()  # flash_attention keyword arguments
-  bias: bool = False  # a [1, N, T, S] bias with its gradient
-
-  def __str__(self):
-    return self.name
-
-
-HOPPER_CASES = [
-    Hopper("d64 causal batch", 64, kw=(("is_causal", True),)),
-    Hopper("d64 nondeterministic heads fp16", 64, P(None, None, "x"),
-           dtype="float16", kw=(("deterministic", False),)),
-    Hopper("d64 dropout batch", 64, kw=(("dropout_rate", 0.1),)),
-    Hopper("d64 bias dbias batch", 64, bias=True),
-    Hopper("d64 lengths segments batch x heads gqa", 64, P("x", None, "y"),
-           (2, 2), n=4, k=2, kw=(("is_causal", True), ("segments", True),
-                                 ("lengths", True))),
-    Hopper("d128 causal dropout heads", 128, P(None, None, "x"),
-           kw=(("is_causal", True), ("dropout_rate", 0.1))),
-    Hopper("d128 alibi gqa batch", 128, n=8, k=4,
-           kw=(("alibi", True), ("causal_alignment", "bottom_right"),
-               ("is_causal", True))),
-    Hopper("d128 softcap window heads fp16", 128, P(None, None, "x"),
-           dtype="float16", kw=(("logits_soft_cap", 30.0),
-                                ("local_window_size", (64, 0)))),
-    Hopper("d256 causal batch", 256, kw=(("is_causal", True),)),
-    Hopper("d256 nondeterministic heads", 256, P(None, None, "x"),
-           kw=(("deterministic", False),)),
-]
-
-
 @pytest.fixture
 def on_hopper(monkeypatch):
   from pallas_flash import api
@@ -288,35 +250,13 @@ def on_hopper(monkeypatch):
   monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
 
 
-@pytest.mark.parametrize("case", HOPPER_CASES, ids=str)
+@pytest.mark.parametrize("case", SHARDED, ids=str)
 def test_default_hopper_path_is_partitioned(on_hopper, case):
-  b, t = 4, 300
-  mesh = _mesh(case.mesh)
-  spec = tuple(case.spec) + (None,) * (4 - len(case.spec))
-  sds = lambda shape, dtype, s: jax.ShapeDtypeStruct(
-      shape, dtype, sharding=NamedSharding(mesh, P(*s)))
-  q = sds((b, t, case.n, case.h), case.dtype, spec)
-  kv = sds((b, t, case.k, case.h), case.dtype, spec)
-  kw = dict(case.kw)
-  extra = {}
-  if kw.pop("segments", False):
-    extra["query_segment_ids"] = sds((b, t), jnp.int32, spec[:2])
-  if kw.pop("lengths", False):
-    extra["query_seq_lengths"] = sds((b,), jnp.int32, spec[:1])
-    extra["key_value_seq_lengths"] = sds((b,), jnp.int32, spec[:1])
-  if kw.pop("alibi", False):
-    extra["alibi_slopes"] = sds((b, case.n), jnp.float32, (spec[0], spec[2]))
-  if kw.get("dropout_rate"):
-    kw["dropout_rng"] = jax.random.key(0)
-  if case.bias:
-    extra["bias"] = sds((1, case.n, t, t), case.dtype, (None, spec[2]))
-
-  def loss(q, k, v, extra):
-    out = pf.flash_attention(q, k, v, extra.pop("bias", None), **kw, **extra)
-    return out.astype(jnp.float32).sum()
-
-  grad = jax.jit(jax.grad(loss, (0, 1, 2, 3) if case.bias else (0, 1, 2)))
-  text = grad.trace(q, kv, kv, extra).lower(
+  mesh = _mesh(case.mesh_shape(4))
+  q, k, v, arrays, static = case.inputs(mesh, concrete=False)
+  _, fwd_bwd = sharded_fns(static)
+  d_out = jax.ShapeDtypeStruct(q.shape, q.dtype, sharding=q.sharding)
+  text = jax.jit(fwd_bwd).trace(q, k, v, arrays, d_out).lower(
       lowering_platforms=("cuda",)).as_text(debug_info=False)
   calls = re.findall(r"custom_call @(\w+)", text)
   assert calls.count("CustomSPMDPartitioning") == 2, calls  # fwd, bwd

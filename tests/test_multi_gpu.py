@@ -1,0 +1,137 @@
+"""The default dispatch on 2 and 4 GPUs (``.ci/gpu-multi``).
+
+Every ``cases.SHARDED`` call (d64 / d128 / d256, causal or not,
+``deterministic=False``, dropout, bias with dbias, ALiBi, GQA, lengths and
+segment ids sharded like q, fp16 and bf16) under batch, head and
+batch x head sharding must compile to no collective in the forward and in
+the forward + backward (except the all-reduce that sums the gradient of a
+bias broadcast over sharded batch rows), keep the input's sharding, and
+equal the one-device call.  Ring attention, both entry points (the zigzag
+ring in ``shard_map``, the automatic ring under plain ``jit`` on
+sequence-sharded arrays), must move data by collective-permutes only and
+equal the one-device call, values and gradients.
+
+Needs >= 2 GPUs; a 4-GPU machine runs each case on 2 and on 4 of its GPUs.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+
+import pallas_flash as pf
+from cases import SHARDED, TOL, rel_err, sharded_fns
+
+ON_GPU = jax.default_backend() == "gpu"
+pytestmark = pytest.mark.skipif(not ON_GPU or len(jax.devices()) < 2,
+                                reason="needs 2 GPUs")
+DEVICES = [n for n in (2, 4) if n <= len(jax.devices())] or [2]
+_COLLECTIVE = re.compile(r"\b(all-gather|all-reduce|all-to-all|reduce-scatter|"
+                         r"collective-permute|collective-broadcast)(-start)?\(")
+
+
+def _collectives(compiled) -> set[str]:
+  return {name for name, _ in _COLLECTIVE.findall(compiled.as_text())}
+
+
+def _mesh(shape, names=("x", "y")):
+  devices = jax.devices()[:int(np.prod(shape))]
+  return jax.make_mesh(shape, names[:len(shape)], devices=devices,
+                       axis_types=(AxisType.Auto,) * len(shape))
+
+
+def _close(got, want, dtype, what):
+  tol = TOL[jnp.dtype(dtype).name]
+  for i, (g, w) in enumerate(zip(jax.tree.leaves(got), jax.tree.leaves(want))):
+    err = rel_err(g, w)
+    assert err <= tol["out" if i == 0 else "grad"] / 4, (what, i, err)
+
+
+@functools.cache
+def _one_device(case):
+  """The case's fwd + bwd on one GPU, unsharded: (inputs, results)."""
+  q, k, v, arrays, static = case.inputs(_mesh((1,)))
+  d_out = jnp.asarray(np.random.default_rng(1).standard_normal(
+      q.shape, np.float32)).astype(q.dtype)
+  _, fwd_bwd = sharded_fns(static)
+  return (q, k, v, arrays, d_out), jax.jit(fwd_bwd)(q, k, v, arrays, d_out)
+
+
+@pytest.mark.parametrize("devices", DEVICES)
+@pytest.mark.parametrize("case", SHARDED, ids=str)
+def test_sharded_default_path_runs_per_shard(case, devices):
+  mesh = _mesh(case.mesh_shape(devices))
+  q, k, v, arrays, static = case.inputs(mesh)
+  (*_, d_out), want = _one_device(case)
+  d_out = jax.device_put(d_out, q.sharding)
+  fwd, fwd_bwd = (jax.jit(f) for f in sharded_fns(static))
+  compiled_fwd = fwd.lower(q, k, v, arrays).compile()
+  compiled = fwd_bwd.lower(q, k, v, arrays, d_out).compile()
+  assert _collectives(compiled_fwd) == set(), _collectives(compiled_fwd)
+  allowed = {"all-reduce"} if case.batch_sharded_bias else set()
+  found = _collectives(compiled)
+  assert found <= allowed, f"fwd + bwd compiles to {found}"
+
+  out, grads = compiled(q, k, v, arrays, d_out)
+  _close((out, *grads), (want[0], *want[1]), q.dtype, case.name)
+  for x, like in ((out, q), *zip(grads, (q, k, v, arrays.get("bias")))):
+    assert x.sharding.is_equivalent_to(like.sharding, x.ndim), (
+        x.sharding, like.sharding)
+  _close(compiled_fwd(q, k, v, arrays), want[0], q.dtype, "forward alone")
+
+
+# --- ring attention -----------------------------------------------------------
+B, N, K, H = 1, 4, 2, 128  # GQA: K/V travel as kv heads
+
+
+@functools.cache
+def _ring_one_device(t):
+  rng = np.random.default_rng(2)
+  q, k, v, d_out = (jnp.asarray(rng.standard_normal((B, t, heads, H),
+                                                    np.float32)).astype(
+                                                        jnp.bfloat16)
+                    for heads in (N, K, K, N))
+  f = lambda q, k, v: pf.flash_attention(q, k, v, is_causal=True)
+
+  def fwd_bwd(q, k, v, d_out):
+    out, vjp = jax.vjp(f, q, k, v)
+    return out, vjp(d_out)
+  return (q, k, v, d_out), jax.jit(fwd_bwd)(q, k, v, d_out)
+
+
+@pytest.mark.parametrize("devices", DEVICES)
+@pytest.mark.parametrize("entry", ["zigzag shard_map", "automatic jit"])
+def test_ring_moves_kv_by_collective_permutes_only(entry, devices):
+  t = 1024 * devices + 2 * devices * 33  # chunks of odd length
+  (q, k, v, d_out), want = _ring_one_device(t)
+  mesh = _mesh((devices,), ("seq",))
+  seq = NamedSharding(mesh, P(None, "seq"))
+  if entry == "zigzag shard_map":
+    ring = jax.shard_map(
+        lambda q, k, v: pf.ring_attention(q, k, v, axis_name="seq",
+                                          is_causal=True, layout="zigzag"),
+        mesh=mesh, in_specs=(P(None, "seq"),) * 3,
+        out_specs=P(None, "seq"), check_vma=False)
+    order = lambda x: pf.zigzag(x, devices)  # global -> zigzag order
+    back = lambda x: pf.zigzag(x, devices, inverse=True)
+  else:
+    ring = lambda q, k, v: pf.flash_attention(q, k, v, is_causal=True)
+    order = back = lambda x: x
+
+  def fwd_bwd(q, k, v, d_out):
+    out, vjp = jax.vjp(ring, q, k, v)
+    return out, vjp(d_out)
+
+  args = [jax.device_put(order(x), seq) for x in (q, k, v, d_out)]
+  compiled = jax.jit(fwd_bwd).lower(*args).compile()
+  assert _collectives(compiled) == {"collective-permute"}, (
+      _collectives(compiled))
+  out, grads = compiled(*args)
+  assert out.sharding.is_equivalent_to(seq, 4)
+  got = jax.tree.map(back, (out, grads))
+  _close((got[0], *got[1]), (want[0], *want[1]), jnp.bfloat16, entry)
