@@ -7,7 +7,6 @@ kernels for every one of these features); ``-m slow`` adds GPU-sized cases.
 """
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
