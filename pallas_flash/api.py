@@ -1,26 +1,21 @@
-"""Public entry point: argument validation (the only place user input is
-checked), normalisation to [B, T, N, H], and backend dispatch.
+"""Public entry point: validates the call once (``_dispatch.validate``, the
+only place user input is checked, normalising to [B, T, N, H]), asks
+``_dispatch.plan`` for its backends and runs them (``_vjp.flash``) or the
+float32 reference.
 
 Letters: B batch, T query length, S key/value length, N query heads,
 K key/value heads (N % K == 0, G = N // K), H head dim.
 """
 from __future__ import annotations
 
-import math
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from pallas_flash import dropout, masks, reference
-from pallas_flash.decode import kernel as decode
-from pallas_flash.params import KernelParams, score_terms
+from pallas_flash import _dispatch, _vjp, masks, reference
 
-Implementation = Literal["xla", "triton", "mosaic"]
-_IMPLEMENTATIONS = (None, "xla", "triton", "mosaic")
-_DTYPES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32))
-MAX_HEAD_DIM = 256
+Implementation = _dispatch.Implementation
 
 
 def flash_attention(
@@ -143,220 +138,23 @@ def flash_attention(
     NotImplementedError: when the chosen ``implementation`` cannot take a
       valid input (``implementation=None`` then falls back).
   """
-  q, k, v, arrays, spec, scale, cap, squeeze = _validate(
+  q, k, v, arrays, spec, scale, cap, squeeze = _dispatch.validate(
       query, key, value, bias, mask, scale, is_causal, query_seq_lengths,
       key_value_seq_lengths, local_window_size, implementation,
       causal_alignment, query_segment_ids, key_value_segment_ids,
       logits_soft_cap, deterministic)
-  arrays, rate = _validate_score_terms(arrays, q.shape[0], q.shape[2],
-                                       alibi_slopes, dropout_rate, dropout_rng,
-                                       broadcast_dropout)
-  out, lse = _dispatch(q, k, v, arrays, spec, scale, cap, rate,
-                       implementation, config, deterministic)
+  arrays, rate = _dispatch.validate_score_terms(
+      arrays, q.shape[0], q.shape[2], alibi_slopes, dropout_rate, dropout_rng,
+      broadcast_dropout)
+  params = _dispatch.plan(q, k, v, arrays, spec, scale, cap, rate,
+                          implementation, config, deterministic)
+  if params is None:
+    out, lse = reference.attention(q, k, v, arrays, spec=spec, scale=scale,
+                                   logits_soft_cap=cap, dropout_rate=rate)
+  else:
+    out, lse = _vjp.flash(params, q, k, v, arrays)
+    lse = jnp.where(jnp.isinf(lse), masks.MASKED_LSE, lse)
+    lse = jax.lax.stop_gradient(jnp.transpose(lse, (0, 2, 1)))
   if squeeze:
     out, lse = out[0], lse[0]
   return (out, lse) if return_residual else out
-
-
-def _on_gpu() -> bool:
-  return jax.default_backend() == "gpu"
-
-
-def _is_hopper() -> bool:
-  try:
-    cc = getattr(jax.devices()[0], "compute_capability", "")
-    return str(cc).startswith("9")
-  except Exception:  # pragma: no cover - exotic device objects
-    return False
-
-
-def _has_mosaic() -> bool:
-  import importlib.util
-  return importlib.util.find_spec("pallas_flash.mosaic.forward") is not None
-
-
-def _dispatch(q, k, v, arrays, spec, scale, cap, rate, implementation,
-              config, deterministic: bool = True):
-  ref = lambda: reference.attention(q, k, v, arrays, spec=spec, scale=scale,
-                                    logits_soft_cap=cap, dropout_rate=rate)
-  if implementation == "xla":
-    return ref()
-  if implementation is None:
-    if not _on_gpu():
-      return ref()
-    # Few query tokens against a long K/V (decoding): the split-KV kernel,
-    # which takes no bias, ALiBi or dropout.
-    terms = bool(score_terms(arrays, rate))
-    candidates = ((["decode"] if decode.suits(q.shape[1], k.shape[1], spec,
-                                              terms) else [])
-                  + (["mosaic"] if _is_hopper() and _has_mosaic() else [])
-                  + ["triton"])
-  elif implementation == "triton" and isinstance(config, decode.DecodeConfig):
-    candidates = ["decode"]  # forced split-KV kernel
-  else:
-    candidates = [implementation]
-  for i, backend in enumerate(candidates):
-    params = KernelParams(spec=spec, scale=scale, logits_soft_cap=cap,
-                          forward=backend,
-                          config=config if implementation is not None else None,
-                          interpret=not _on_gpu(), dropout_rate=rate,
-                          deterministic=deterministic)
-    try:
-      return _kernel_attention(params, q, k, v, arrays)
-    except NotImplementedError:
-      if implementation is not None:
-        raise
-  return ref()
-
-
-def _kernel_attention(params, q, k, v, arrays):
-  from pallas_flash import _vjp  # imports the kernels lazily
-
-  _vjp.check_supported(params, q, k, v, arrays)
-  out, lse = _vjp.flash(params, q, k, v, arrays)
-  lse = jnp.where(jnp.isinf(lse), masks.MASKED_LSE, lse)
-  return out, jax.lax.stop_gradient(jnp.transpose(lse, (0, 2, 1)))
-
-
-def _validate(query, key, value, bias, mask, scale, is_causal, q_lengths,
-              kv_lengths, window, implementation, causal_alignment, q_seg,
-              kv_seg, cap, deterministic=True):
-  if not isinstance(deterministic, bool):
-    raise ValueError(f"deterministic={deterministic!r} must be a bool")
-  if implementation not in _IMPLEMENTATIONS:
-    raise ValueError(f"implementation={implementation!r} must be one of "
-                     f"{_IMPLEMENTATIONS}")
-  if causal_alignment not in ("top_left", "bottom_right"):
-    raise ValueError(f"causal_alignment={causal_alignment!r} must be "
-                     "'top_left' or 'bottom_right'")
-  q, k, v = (jnp.asarray(x) for x in (query, key, value))
-  if q.ndim not in (3, 4):
-    raise ValueError(f"query must be [B, T, N, H] or [T, N, H], got shape {q.shape}")
-  if k.ndim != q.ndim or v.ndim != q.ndim:
-    raise ValueError(f"query, key and value must have the same rank, got "
-                     f"query {q.shape}, key {k.shape}, value {v.shape}")
-  squeeze = q.ndim == 3
-  if squeeze:
-    q, k, v = q[None], k[None], v[None]
-  b, t, n, h = q.shape
-  _, s, kh, _ = k.shape
-  if k.shape[0] != b:
-    raise ValueError(f"batch of key {k.shape} does not match query {q.shape}")
-  if v.shape != k.shape:
-    raise ValueError(f"value shape {v.shape} must equal key shape {k.shape}")
-  if k.shape[-1] != h:
-    raise ValueError(f"head_dim of key ({k.shape[-1]}) must equal head_dim of "
-                     f"query ({h})")
-  if q.dtype not in _DTYPES:
-    raise ValueError(f"query dtype {q.dtype} must be float16, bfloat16 or float32")
-  if k.dtype != q.dtype or v.dtype != q.dtype:
-    raise ValueError(f"query, key and value dtypes must match, got {q.dtype}, "
-                     f"{k.dtype}, {v.dtype}")
-  if h > MAX_HEAD_DIM or h < 1:
-    raise ValueError(f"head_dim={h} must be in [1, {MAX_HEAD_DIM}]")
-  if kh < 1 or n % kh:
-    raise ValueError(f"num_heads={n} must be a multiple of num_kv_heads={kh}")
-  if t < 1 or s < 1:
-    raise ValueError(f"sequence lengths must be >= 1, got T={t}, S={s}")
-
-  if scale is None:
-    scale = 1.0 / math.sqrt(h)
-  elif not isinstance(scale, (int, float, np.floating, np.integer)) or not math.isfinite(scale):
-    raise ValueError(f"scale={scale!r} must be a finite Python float or None")
-  if cap is not None:
-    if not isinstance(cap, (int, float, np.floating, np.integer)) or not cap > 0:
-      raise ValueError(f"logits_soft_cap={cap!r} must be a positive float or None")
-    cap = float(cap)
-
-  if window is not None:
-    if isinstance(window, (int, np.integer)):
-      window = (int(window), int(window))
-    if (not isinstance(window, (tuple, list)) or len(window) != 2
-        or not all(isinstance(w, (int, np.integer)) and w >= 0 for w in window)):
-      raise ValueError(f"local_window_size={window!r} must be an int >= 0 or "
-                       "a pair (left, right) of ints >= 0")
-    window = (int(window[0]), int(window[1]))
-
-  def lengths(x, name, full):
-    if x is None:
-      return jnp.full((b,), full, jnp.int32)
-    x = jnp.asarray(x)
-    if x.shape != (b,) or not jnp.issubdtype(x.dtype, jnp.integer):
-      raise ValueError(f"{name} must be an int array of shape ({b},), got "
-                       f"{x.dtype}{list(x.shape)}")
-    return x.astype(jnp.int32)
-
-  q_len = lengths(q_lengths, "query_seq_lengths", t)
-  kv_len = lengths(kv_lengths, "key_value_seq_lengths", s)
-
-  def segments(x, name, length):
-    x = jnp.asarray(x)
-    if squeeze and x.ndim == 1:
-      x = x[None]
-    if x.shape != (b, length) or not jnp.issubdtype(x.dtype, jnp.integer):
-      raise ValueError(f"{name} must be an int array of shape ({b}, {length}), "
-                       f"got {x.dtype}{list(x.shape)}")
-    return x.astype(jnp.int32)
-
-  if q_seg is None and kv_seg is not None:
-    raise ValueError("key_value_segment_ids given without query_segment_ids")
-  if q_seg is not None:
-    if kv_seg is None:
-      if t != s:
-        raise ValueError(f"key_value_segment_ids is required when T={t} != S={s}")
-      kv_seg = q_seg
-    q_seg = segments(q_seg, "query_segment_ids", t)
-    kv_seg = segments(kv_seg, "key_value_segment_ids", s)
-
-  full = (b, n, t, s)
-
-  def broadcastable(x, name, is_bool):
-    x = jnp.asarray(x)
-    if is_bool and x.dtype != jnp.bool_:
-      raise ValueError(f"{name} must be boolean (True = attend), got {x.dtype}; "
-                       "pass additive masks as bias")
-    if not is_bool and not jnp.issubdtype(x.dtype, jnp.floating):
-      raise ValueError(f"{name} must be a float array, got {x.dtype}")
-    if x.ndim > 4 or any(d not in (1, f) for d, f in
-                         zip((1,) * (4 - x.ndim) + x.shape, full)):
-      raise ValueError(f"{name} of shape {x.shape} does not broadcast to "
-                       f"[B, N, T, S] = {list(full)}")
-    return x.reshape((1,) * (4 - x.ndim) + x.shape)
-
-  if mask is not None:
-    mask = broadcastable(mask, "mask", True)
-  if bias is not None:
-    bias = broadcastable(bias, "bias", False)
-
-  spec = masks.MaskSpec(
-      is_causal=bool(is_causal), bottom_right=causal_alignment == "bottom_right",
-      window=window, has_segments=q_seg is not None,
-      dense_mask_shape=None if mask is None else tuple(mask.shape))
-  arrays = masks.MaskArrays(q_len, kv_len, q_seg, kv_seg, mask, bias)
-  return q, k, v, arrays, spec, float(scale), cap, squeeze
-
-
-def _validate_score_terms(arrays, b, n, slopes, rate, rng, broadcast):
-  """ALiBi slopes -> float32 [1 | B, N]; dropout -> int32 [B, N] seeds."""
-  if slopes is not None:
-    slopes = jnp.asarray(slopes)
-    if slopes.shape not in ((n,), (b, n)) or slopes.dtype != jnp.float32:
-      raise ValueError(f"alibi_slopes must be float32 [N] or [B, N] = {[n]} "
-                       f"or {[b, n]}, got {slopes.dtype}{list(slopes.shape)}")
-    slopes = jax.lax.stop_gradient(slopes.reshape(-1, n))
-  if (not isinstance(rate, (int, float, np.floating, np.integer))
-      or not 0.0 <= rate < 1.0):
-    raise ValueError(f"dropout_rate={rate!r} must be a float in [0, 1)")
-  rate = float(rate)
-  seeds = None
-  if rate > 0.0:
-    if rng is None:
-      raise ValueError(f"dropout_rng is required when dropout_rate={rate}")
-    rng = jnp.asarray(rng) if not isinstance(rng, jax.Array) else rng
-    is_key = jnp.issubdtype(rng.dtype, jax.dtypes.prng_key) and rng.shape == ()
-    is_raw = rng.dtype == jnp.uint32 and rng.shape == (2,)
-    if not (is_key or is_raw):
-      raise ValueError(f"dropout_rng must be a JAX PRNG key (jax.random.key "
-                       f"or PRNGKey), got {rng.dtype}{list(rng.shape)}")
-    seeds = dropout.seeds(rng, b, n, broadcast=bool(broadcast))
-  return arrays._replace(alibi_slopes=slopes, dropout_seeds=seeds), rate

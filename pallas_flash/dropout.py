@@ -49,13 +49,14 @@ per-pair-of-pairs odd factor.  ``fold`` is there because ``(c m + r) mod
 column keys share their low bits shared their low halves, and over 100
 seeds x 8192^2 neighbouring keys, diagonal neighbours and 1 x 1
 rectangles correlated at |rho| <= 6e-5 (up to 4.9 standard errors).
-``benchmarks/dropout_stats.py`` checks the keep rate, the per-row and
+``tools/dropout_stats.py`` checks the keep rate, the per-row and
 per-column keep rates (against the binomial), neighbour correlations (row,
 column, diagonal, and the two rows of a pair) and the 4-point correlation
 of rectangles against independent bits: folded, every statistic lies
 within 2.3 standard errors over 100 seeds x 8192^2 at rates 0.5 and 0.1
-(``benchmarks/results/dropout_stats_2026-11-24``).  Not a cryptographic
-generator (nor is Philox); the bits are a fixed function of the key.
+(``benchmarks/results/dropout_stats_2026-11-24`` at commit 29bf24f).  Not a
+cryptographic generator (nor is Philox); the bits are a fixed function of
+the key.
 ``tests/test_bias_dropout.py`` runs the same checks on a smaller mask.
 
 Kept probabilities are scaled by ``1 / (1 - rate)``.  Letters as in

@@ -11,7 +11,9 @@ A backward backend is
 ``backward(q, k, v, arrays, out, lse, d_out, params) -> (dq, dk, dv)``, plus
 a float32 dbias partial ``[B, N, 1 | T, 1 | S]`` (not yet summed over the
 bias's broadcast B / N dims) when ``params.bias_grad``.
-Either raises ``NotImplementedError`` for valid input it cannot handle.
+A backend that cannot take a valid input says so before it runs: its
+``check_supported`` raises ``NotImplementedError``, and the dispatcher
+(``_dispatch.plan``) passes to the next candidate.
 """
 from __future__ import annotations
 
@@ -26,7 +28,10 @@ class KernelParams:
   spec: masks.MaskSpec
   scale: float
   logits_soft_cap: float | None = None
-  forward: str = "triton"  # which backend runs the forward: "triton" | "mosaic"
+  # The backends (``_dispatch.plan`` chooses both): "triton" | "mosaic" |
+  # "decode" for the forward, "triton" | "mosaic" for the backward.
+  forward: str = "triton"
+  backward: str = "triton"
   config: Any = None  # backend config (e.g. config.TritonConfig); None = default
   interpret: bool = False  # run Pallas kernels in interpret mode (CPU)
   dropout_rate: float = 0.0  # attention dropout (``dropout.py``); 0 = none
@@ -37,7 +42,7 @@ class KernelParams:
 def score_terms(arrays: masks.MaskArrays | None,
                 dropout_rate: float) -> frozenset[str]:
   """The score terms of a call ("bias", "alibi", "dropout"): what a backend
-  must take besides the masks (``_vjp._TAKES`` lists who takes which)."""
+  must take besides the masks (``_dispatch.py`` lists who takes which)."""
   terms = {"dropout"} if dropout_rate > 0.0 else set()
   if arrays is not None:
     terms |= {name for name, x in (("bias", arrays.bias),

@@ -48,12 +48,8 @@ import jax
 from jax import lax
 import jax.numpy as jnp
 
-from pallas_flash import api, masks
+from pallas_flash import _dispatch, masks
 from pallas_flash.params import KernelParams
-
-def _kernels():
-  from pallas_flash import _vjp  # imports the kernels lazily, as api does
-  return _vjp
 
 
 def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
@@ -108,7 +104,7 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
     NotImplementedError: ``implementation="xla"`` (no block backward with
       a given lse), or a backend that cannot take the input.
   """
-  q, k, v, arrays, spec, scale, cap, squeeze = api._validate(
+  q, k, v, arrays, spec, scale, cap, squeeze = _dispatch.validate(
       query, key, value, None, None, scale, is_causal, query_seq_lengths,
       key_value_seq_lengths, None, implementation, causal_alignment,
       query_segment_ids, key_value_segment_ids, logits_soft_cap)
@@ -130,8 +126,10 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
   lengths = (query_seq_lengths, key_value_seq_lengths)
   mask = _Mask(*(a if x is not None else None for a, x in
                  zip(arrays[:2], lengths)), *arrays[2:4])
-  params = _params(q, k, v, scale, cap, spec.has_segments, implementation,
-                   config)
+  # The kernels' params of a non-causal block.
+  params = _dispatch.plan(q, k, v, None,
+                          masks.MaskSpec(has_segments=spec.has_segments),
+                          scale, cap, 0.0, implementation, config, ring=True)
   # Bottom-right equals top-left for equal whole lengths (T == S here); with
   # lengths given the diagonal sits per batch row (``_Static.per_row``).
   per_row = (is_causal and spec.bottom_right
@@ -151,7 +149,7 @@ def takes(params: KernelParams, q, k) -> bool:
 
 def backend_calls(params: KernelParams, axis_name):
   """(forward, backward) of a contiguous ring over ``axis_name`` with the
-  kernels' backend signatures (``_vjp.py``), for sharding.py's per-shard
+  kernels' backend signatures (``params.py``), for sharding.py's per-shard
   calls of a T- and S-sharded input under ``jit``: forward(q, k, v, arrays)
   -> (out, lse +inf on rows that see no key); backward(q, k, v, arrays, out,
   lse, d_out) -> (dq, dk, dv).  ``arrays`` holds the whole lengths (always
@@ -193,27 +191,6 @@ class _Mask(NamedTuple):
   kv_len: jax.Array | None
   q_seg: jax.Array | None
   kv_seg: jax.Array | None
-
-
-def _params(q, k, v, scale, cap, segments, implementation,
-            config) -> KernelParams:
-  """The kernels' params of a non-causal block (the dispatcher's choice)."""
-  candidates = ([implementation] if implementation else
-                (["mosaic"] if api._is_hopper() and api._has_mosaic() else [])
-                + ["triton"])
-  for backend in candidates:
-    params = KernelParams(spec=masks.MaskSpec(has_segments=segments),
-                          scale=scale,
-                          logits_soft_cap=cap, forward=backend,
-                          config=config if backend == implementation else None,
-                          interpret=not api._on_gpu())
-    try:
-      _kernels().check_supported(params, q, k, v, None)
-      return params
-    except NotImplementedError:
-      if implementation is not None:
-        raise
-  raise NotImplementedError("no kernel backend takes this input")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -400,7 +377,7 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
     qa = _half(q, blk.q_part)
     kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
     params = _block_params(static, blk.causal)
-    o_b, l_b = _kernels()._forward_impl(params)(qa, kc, vc, arrays, params)
+    o_b, l_b = _dispatch.forward_fn(params)(qa, kc, vc, arrays, params)
     l_b = jnp.where(jnp.isinf(l_b), -jnp.inf, l_b)
     # -- merge (FA-2 Alg. 1's rescaling, across blocks)
     out_a, lse_a = _half(out, blk.q_part), _half(lse, blk.q_part, axis=2)
@@ -444,7 +421,7 @@ def _ring_bwd(static, residuals, d_out):
     lse_a = _half(lse, blk.q_part, axis=2)
     kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
     params = _block_params(static, blk.causal)
-    dq_b, dk_b, dv_b = _kernels()._backward_impl(params, qa, kc, vc)(
+    dq_b, dk_b, dv_b = _dispatch.backward_fn(params)(
         qa, kc, vc, arrays, out_a, lse_a, do_a, params)
     add = lambda acc, part, g: _put(
         acc, part, _half(acc, part) + g.astype(jnp.float32))

@@ -34,7 +34,7 @@ from jax.experimental.custom_partitioning import (
     ArrayMapping, SdyShardingRule, custom_partitioning)
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from pallas_flash import masks
+from pallas_flash import masks, ring
 from pallas_flash.params import KernelParams, score_terms
 
 _WHOLE = ("t", "s", "h")  # factors the kernels need unsplit
@@ -70,7 +70,6 @@ def _ring(params, q, k, arrays, pick):
   """``axis_name -> per-shard call`` of ring attention (ring.py, contiguous
   layout) for a T- and S-sharded input, or None where the ring cannot take
   the call (windows, dense masks, bias, ALiBi or dropout) or T != S."""
-  from pallas_flash import ring  # ring imports api, which imports us lazily
   if (not isinstance(params, KernelParams)
       or score_terms(arrays, params.dropout_rate)
       or arrays.diagonal_shift is not None  # a block already: ring.py's own

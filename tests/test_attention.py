@@ -114,6 +114,7 @@ def test_diagonal_shift_matches_reference(impl: str):
       diagonal_shift=jnp.array([-40, 60, 200], jnp.int32))
   spec = masks.MaskSpec(is_causal=True)
   params = KernelParams(spec=spec, scale=40 ** -0.5, forward=impl,
+                        backward=impl,
                         interpret=jax.default_backend() != "gpu")
   d_out = jax.random.normal(jax.random.key(7), q.shape, q.dtype)
   (out, lse), vjp = jax.vjp(

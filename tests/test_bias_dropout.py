@@ -280,10 +280,10 @@ def test_triton_kernels_lower_for_cuda(monkeypatch):
   dbias, ALiBi and dropout, forward and backward, for sm_90."""
   import types
   from jax._src.pallas.triton import pallas_call_registration as registration
-  from pallas_flash import api
+  from pallas_flash import _dispatch
   monkeypatch.setattr(registration, "gpu_info_lib", types.SimpleNamespace(
       get_gpu_info=lambda: types.SimpleNamespace(compute_capability="9.0")))
-  monkeypatch.setattr(api, "_on_gpu", lambda: True)
+  monkeypatch.setattr(_dispatch, "on_gpu", lambda: True)
   q = jax.ShapeDtypeStruct((2, 100, 4, 64), jnp.bfloat16)
   kv = jax.ShapeDtypeStruct((2, 100, 2, 64), jnp.bfloat16)
   bias = jax.ShapeDtypeStruct((1, 4, 100, 100), jnp.bfloat16)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pallas_flash as pf
-from pallas_flash import api
+from pallas_flash import _dispatch
 from pallas_flash.decode import DecodeConfig, kernel
 from pallas_flash.decode import cache as kv_cache
 from cases import TOL, Case, check_forward, check_gradients, rel_err, upcast
@@ -66,7 +66,7 @@ def test_decode_gradients_use_the_triton_backward():
 
 
 def test_dispatch_takes_decode_for_few_queries(monkeypatch):
-  monkeypatch.setattr(api, "_on_gpu", lambda: True)
+  monkeypatch.setattr(_dispatch, "on_gpu", lambda: True)
   q = jnp.zeros((2, 1, 4, 64), jnp.bfloat16)
   k = jnp.zeros((2, 256, 2, 64), jnp.bfloat16)
   text = str(jax.make_jaxpr(lambda q, k: pf.flash_attention(q, k, k))(q, k))
@@ -235,8 +235,8 @@ def test_lowers_for_cuda(monkeypatch):
   from jax._src.pallas.triton import pallas_call_registration as registration
   monkeypatch.setattr(registration, "gpu_info_lib", types.SimpleNamespace(
       get_gpu_info=lambda: types.SimpleNamespace(compute_capability="9.0")))
-  monkeypatch.setattr(api, "_on_gpu", lambda: True)
-  monkeypatch.setattr(api, "_is_hopper", lambda: False)
+  monkeypatch.setattr(_dispatch, "on_gpu", lambda: True)
+  monkeypatch.setattr(_dispatch, "is_hopper", lambda: False)
   monkeypatch.setattr(kernel, "sm_count", lambda: 132)
   lower = lambda f, *a: jax.jit(f).trace(*a).lower(
       lowering_platforms=("cuda",)).as_text()

@@ -242,10 +242,10 @@ def test_backend_constants_become_replicated_operands():
 # compiles the same calls on 2 and 4 GPUs and asserts no collective.
 @pytest.fixture
 def on_hopper(monkeypatch):
-  from pallas_flash import api
+  from pallas_flash import _dispatch
   from pallas_flash.mosaic import forward as mosaic_forward
-  monkeypatch.setattr(api, "_on_gpu", lambda: True)
-  monkeypatch.setattr(api, "_is_hopper", lambda: True)
+  monkeypatch.setattr(_dispatch, "on_gpu", lambda: True)
+  monkeypatch.setattr(_dispatch, "is_hopper", lambda: True)
   monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
   monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
 

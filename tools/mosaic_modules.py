@@ -34,7 +34,7 @@ from jax._src.lib.mlir import ir
 
 import pallas_flash as pf
 from benchmarks import workloads
-from pallas_flash import api
+from pallas_flash import _dispatch
 from pallas_flash.mosaic import forward as mosaic_forward
 
 # (head dim, causal, dropout rate): each backward form of the defaults
@@ -98,8 +98,8 @@ def lower_workload(w: workloads.Workload) -> str:
   def loss(q, k, v):
     return pf.flash_attention(q, k, v, is_causal=w.causal, **kw).astype(
         jnp.float32).sum()
-  with mock.patch.object(api, "_on_gpu", lambda: True), \
-      mock.patch.object(api, "_is_hopper", lambda: True), \
+  with mock.patch.object(_dispatch, "on_gpu", lambda: True), \
+      mock.patch.object(_dispatch, "is_hopper", lambda: True), \
       mock.patch.object(mosaic_forward, "check_supported", lambda *a: None), \
       mock.patch.object(mosaic_forward, "_num_sms", lambda: 132):
     lowered = jax.jit(jax.grad(loss, (0, 1, 2))).trace(q, kv, kv).lower(

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pallas_flash import api, masks, reference
+from pallas_flash import _dispatch, api, masks, reference
 from pallas_flash.decode import kernel
 from pallas_flash.params import KernelParams
 
@@ -169,7 +169,7 @@ def paged_attention(q, k_pages, v_pages, block_table, lengths, *,
   seen = {}
 
   def validate(q, k, v, lengths):
-    _, _, _, arrays, spec, scl, cap, _ = api._validate(
+    _, _, _, arrays, spec, scl, cap, _ = _dispatch.validate(
         q, k, v, None, None, scale, is_causal, None, lengths,
         local_window_size, None, "bottom_right", None, None, logits_soft_cap)
     seen.update(spec=spec, scale=scl, cap=cap)
@@ -178,14 +178,15 @@ def paged_attention(q, k_pages, v_pages, block_table, lengths, *,
   jax.eval_shape(validate, q, kv, kv, lengths)
   spec, scale, cap = seen["spec"], seen["scale"], seen["cap"]
   arrays = masks.MaskArrays(jnp.full((b,), q.shape[1], jnp.int32), lengths)
-  if implementation == "xla" or (implementation is None and not api._on_gpu()):
+  if implementation == "xla" or (implementation is None
+                                 and not _dispatch.on_gpu()):
     k, v = (_gather_pages(x, table) for x in (k_pages, v_pages))
     out, _ = reference.attention(q, k, v, arrays, spec=spec, scale=scale,
                                  logits_soft_cap=cap)
     return out
   params = KernelParams(spec=spec, scale=scale, logits_soft_cap=cap,
                         forward="decode", config=config,
-                        interpret=not api._on_gpu())
+                        interpret=not _dispatch.on_gpu())
   return _paged(params, q, k_pages, v_pages, table, arrays)
 
 

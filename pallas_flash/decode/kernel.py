@@ -110,8 +110,9 @@ class DecodeConfig:
     heads_first: put the kv heads on the fastest-varying grid axis, so that
       the programs reading the same cache rows (one per kv head) run
       together; off: splits vary fastest.  On by default: in an interleaved
-      sweep on an H100 (``benchmarks/RESULTS.md``, decode run 3) it was 1.6%
-      (32:1:32k), 5% (32:1:4k) and 9% (32:1:32k ragged) faster than off.
+      sweep on an H100 (decode run 3, ``git show
+      29bf24f:benchmarks/RESULTS.md``) it was 1.6% (32:1:32k), 5% (32:1:4k)
+      and 9% (32:1:32k ragged) faster than off.
   """
 
   block_k: int | None = None
@@ -164,7 +165,8 @@ def sm_count() -> int:
 # The rule of ``launch`` (block_k, stages, splits from B x K x row tiles,
 # S and the SM count), from in-jit sweeps on an H200 (2026-11-23, bf16
 # N32/K8 d128, in-jit time per call, ratios to cuDNN in the same process;
-# run 5: benchmarks/results/decode_2026-11-23b_h200/, run 6: ..._23c_h200/):
+# run 5: benchmarks/results/decode_2026-11-23b_h200/, run 6: ..._23c_h200/,
+# both at commit 29bf24f):
 # * few programs (B = 1: 8 < 132 SMs; the splits fill the GPU): block_k 64
 #   at the default 33 splits.  Run 5: block_k 64 / 4 stages 43.1 us at
 #   1:1:32k (1.08x cuDNN; block_k 128 / 3 stages 46.1) and 135.0 at 1:1:128k

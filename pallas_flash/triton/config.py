@@ -1,8 +1,10 @@
 """Tile shapes and launch parameters of the Pallas-Triton kernels.
 
 A frozen, validated config; ``TritonConfig.default(head_dim, ...)`` is the
-per-device heuristic.  Every default constant is backed by a measurement in
-``benchmarks/RESULTS.md`` (block-size sweep, H200, JAX 0.11.2).
+per-device heuristic.  Every default constant is backed by a measurement:
+the block-size sweeps of ``python -m tools.triton_sweep`` (H200, JAX 0.11.2;
+logs in ``benchmarks/results/h200_2026-11-21_triton_vs_mha/``, summary in
+docs/design.md, "Pallas-Triton kernels").
 """
 from __future__ import annotations
 
@@ -49,7 +51,8 @@ class TritonConfig:
     """Per-head-dim default.
 
     Measured on an H200, JAX 0.11.2, bf16, B*S = 16384, S = 4096, mean of
-    causal and non-causal (benchmarks/results/triton_sweep_*.log):
+    causal and non-causal (benchmarks/results/h200_2026-11-21_triton_vs_mha/
+    triton_sweep_*.log):
     d64 forward (64, 64, 4 warps, 3 stages) 325 TFLOP/s vs 285-313 for
     (64,64,4,4), (64,128,4,3), (128,64,4,3), (64,32,4,3); d128 forward
     (128, 64, 8, 3) 368 vs 297-356 for (128,64,4,3), (128,128,8,2),
