@@ -42,7 +42,7 @@ its init.  The dK/dV kernel (two-kernel and fused) instead takes
 dS^T / r = (Z P^T) dP^T - P^T delta' from the Z P^T that dV needs anyway and
 a dP^T GEMM started at 0: a multiply and a multiply-add per score in place
 of a second select (H100 runs 154-155, 2026-11-24, fwd+bwd +1.8% at S16k C,
-+3.7% at S16k N, level at S4k; benchmarks/results/kept_ds_2026-11-24_h100).
++3.7% at S16k N, level at S4k; history at commit 29bf24f).
 r leaves the loops (dK, dV, dQ scaled once in the epilogue).
 
 Both kernels visit exactly the tiles the forward did: their tile tables come

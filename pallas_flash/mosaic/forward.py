@@ -600,8 +600,8 @@ class DropoutTiles:
   producer's TMA ring with the tiles (``ring_cols``; the dK/dV kernel's
   row keys likewise, ``ring_rows``).  With global loads after the score
   GEMMs instead, the backward ran at 0.61-0.70x of its no-dropout speed;
-  with the rings at 0.67-0.78x (H100, run 46,
-  benchmarks/results/dropout_cost_2026-11-23e_h100)."""
+  with the rings at 0.67-0.78x (H100, 2026-11-23, run 46; history at
+  commit 29bf24f)."""
 
   def __init__(self, refs, rate: float, shape, q_dim: int):
     self.add_ref, self.mul_ref, self.col_ref = refs
@@ -1235,7 +1235,8 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
     # Groups of heads whose K/V fit head_group_mib, q tiles slowest within
     # a group: the items running at once read few heads' K/V, which L2
     # holds.  (Without groups they read every head's K/V from HBM; at the
-    # power cap that cost the clock 14%, docs/mosaic.md session 4.)
+    # power cap that cost the clock 14%: H200, session 4, history at
+    # commit 29bf24f.)
     kv_bytes = 2 * b * sp * hp * q.dtype.itemsize * kh // n  # per q head
     hg = schedule.heads_per_group(n, kv_bytes, cfg.head_group_mib)
   order = schedule.launch_order(b, n, num_q_tiles, cfg.heads_inner, hg)
