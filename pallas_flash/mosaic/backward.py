@@ -263,6 +263,23 @@ def _ds(p, dp_minus_delta, th, plus=None):
   return ds
 
 
+def _probs(s, *, logits, visible, alibi, fold: bool):
+  """P = exp2(x - lse2) (Alg. 2 line 11) of a score tile: S [bq, bk] in the
+  dQ kernel, S^T [bk, bq] (P^T) in the dK/dV kernel.  ``logits(s)`` -> (x,
+  the soft-cap's tanh or None, what is left to subtract or None:
+  ``_row_terms``), then ALiBi (``alibi``: the tile's ``AlibiTile.add_rest``
+  where folded, else its ``full``, or None), then the mask (``visible``: a
+  callable giving the tile's visible entries, or None).  lse2 = +inf on
+  fully masked rows gives 0.  Returns (P,) or (P, tanh)."""
+  x, th, lse2_left = logits(s)
+  if alibi is not None:
+    x = alibi(x, 1.0) if fold else x + alibi()
+  if visible is not None:
+    x = jnp.where(visible(), x, masks.MASK_VALUE)
+  p = jnp.exp2(x if lse2_left is None else x - lse2_left)
+  return (p,) if th is None else (p, th)
+
+
 class _RowTile:
   """The rows a CTA keeps for its whole life (dK/dV kernel: K and V; dQ
   kernel: Q and dO), as consumer ``w`` sees them.
@@ -924,6 +941,54 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     step_rows = _StepRows(cfg, (lse_ref, delta_ref), row_ring, b, kvh,
                           group, item)
 
+    def score_terms(n, qt, q_rows, lse2, delta, *, masked: bool, side,
+                    has_s: bool):
+      """A step's score terms (query tile qt, rows q_rows, of head n): the
+      inits of the S^T GEMM (Alg. 2 line 10; -lse2, with ALiBi's folded
+      linear part) and of the dP^T GEMM (-delta: dP^T - delta, line 14),
+      and P^T as a function of S^T (``_probs``: logits, ALiBi, the step's
+      mask)."""
+      s_fold = fold and has_s
+      if alibi and has_s:  # folded: its linear part is in S^T's init
+        ab = fwd.AlibiTile(slopes_ref[b, n], item.offset, qt * bq, kv_base,
+                           (bk, bq), 1, spec.is_causal, side=side)
+      s_init, dp_init, logits = _row_terms(
+          lse2 - ab.q_vec if s_fold else lse2, delta, (bk, bq), 1, scale, cap)
+      k_init = ab.k_init(scale * _LOG2E) if s_fold else None
+      if k_init is not None:
+        s_init = s_init + k_init
+
+      def visible():  # the step's visible [bk, bq] (masked tiles)
+        segs = dense = None
+        if spec.has_segments:
+          segs = lambda: (segment_ids(q_seg_ref, b, q_rows, (bk, bq), 1),
+                          kv_seg)
+        if mask_ref is not None:  # a key-major copy of the dense mask
+          dense = lambda: fwd.dense_tile(mask_ref, b, n, pl.ds(kv_base, bk),
+                                         q_rows)
+        return fwd.tile_visible(spec, item, kv_base, qt * bq, (bk, bq), True,
+                                segs, dense)
+
+      probs = functools.partial(  # S^T -> (P^T, the soft-cap's tanh?)
+          _probs, logits=logits, visible=visible if masked else None,
+          alibi=(ab.add_rest if fold else ab.full) if alibi and has_s
+          else None, fold=fold)
+      return s_init, dp_init, probs
+
+    def dp_partner(dk, dv, slot, q_smem, do_smem, dp_init, first):
+      """split_head_dim's consumer 1 in a step: dP^T - delta to consumer 0,
+      P^T and dS^T back from it, then its columns of dV += P^T dO and
+      dK += dS^T Q (Alg. 2 lines 12, 16)."""
+      (dp,) = _scores(((kv.products(1, do_smem), dp_init),), interpret)
+      xchg.put(0, first, dp)
+      p, ds = xchg.take(1, interpret)
+      dv, dk = _accumulate((dv, dk), (lambda: [(p, kv.narrow(do_smem))],
+                                      lambda: [(ds, kv.narrow(q_smem))]),
+                           interpret)
+      xchg.release(1)
+      sync.release(0, slot)
+      return dk, dv
+
     def step(j, carry, *, g, masked: bool, side=None):
       dk, dv, *prev = carry  # fused: (query tile, head) of step i - 1
       i = g * n_steps + j  # the item's step
@@ -943,36 +1008,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       plgpu.barrier_wait(do_bars.at[slot])
       stagger.wait(g0 + i)
       # -- S^T = K Q^T and dP^T - delta = V dO^T - delta  [bk, bq]
-      has_s = xchg is None or w == 0  # (else consumer 1: no S^T here)
-      s_fold = fold and has_s
-      if alibi and has_s:  # folded: its linear part is in S^T's init
-        ab = fwd.AlibiTile(slopes_ref[b, n], item.offset, qt * bq, kv_base,
-                           (bk, bq), 1, spec.is_causal, side=side)
-      s_init, dp_init, logits = _row_terms(
-          lse2 - ab.q_vec if s_fold else lse2, delta, (bk, bq), 1, scale, cap)
-      k_init = ab.k_init(scale * _LOG2E) if s_fold else None
-      if k_init is not None:
-        s_init = s_init + k_init
+      s_init, dp_init, probs = score_terms(
+          n, qt, q_rows, lse2, delta, masked=masked, side=side,
+          has_s=xchg is None or w == 0)  # (else consumer 1: no S^T here)
       first = None if xchg is None else i == 0
-
-      def probs(s):  # -> (P^T, the soft-cap's tanh?)
-        x, th, lse2_left = logits(s)
-        if alibi:  # key-major: queries along axis 1
-          x = ab.add_rest(x, 1.0) if fold else x + ab.full()
-        if masked:
-          segs = dense = None
-          if spec.has_segments:
-            segs = lambda: (segment_ids(q_seg_ref, b, q_rows, (bk, bq), 1),
-                            kv_seg)
-          if mask_ref is not None:  # a key-major copy of the dense mask
-            dense = lambda: fwd.dense_tile(mask_ref, b, n,
-                                           pl.ds(kv_base, bk), q_rows)
-          ok = fwd.tile_visible(spec, item, kv_base, qt * bq, (bk, bq),
-                                True, segs, dense)
-          x = jnp.where(ok, x, masks.MASK_VALUE)
-        # -- P^T (Alg. 2 line 11); lse2 = +inf on fully masked rows gives 0
-        p = jnp.exp2(x if lse2_left is None else x - lse2_left)
-        return (p,) if th is None else (p, th)
 
       kept_ds = drop is not None and xchg is None  # (module docstring)
       if xchg is None:  # P^T computed while the dP^T wgmma runs
@@ -987,15 +1026,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         (s,) = _scores(((kv.products(0, q_smem), s_init),), interpret)
         p_th = probs(s)
       else:  # dP^T - delta to consumer 0; P^T and dS^T back from it
-        (dp,) = _scores(((kv.products(1, do_smem), dp_init),), interpret)
-        xchg.put(0, first, dp)
-        p, ds = xchg.take(1, interpret)
-        dv, dk = _accumulate((dv, dk), (lambda: [(p, kv.narrow(do_smem))],
-                                        lambda: [(ds, kv.narrow(q_smem))]),
-                             interpret)
-        xchg.release(1)
-        sync.release(0, slot)
-        return dk, dv
+        return dp_partner(dk, dv, slot, q_smem, do_smem, dp_init, first)
       p, th = (*p_th, None)[:2]
       parity = lax.rem(i, 2)
       if drop is not None:  # Z P^T for dV; Z dP^T - delta' for dS^T
@@ -1112,7 +1143,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   def _producer():
     _dkdv_producer(items, work_item, sync, cfg, group,
                    ((q_ref, do_ref), (q_smems, do_smems), (q_bars, do_bars)),
-                   row_ring, (drop, key_smem, key_bars) if drop else None)
+                   row_ring,
+                   (drop, key_smem, key_bars) if drop is not None else None)
 
   _by_role(wg, cfg, _producer, _consumer, cfg.dkdv_registers)
 
@@ -1189,17 +1221,13 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       plgpu.barrier_wait(v_bars.at[slot])
       stagger.wait(j)
 
-      def probs(s):  # -> (P, the soft-cap's tanh?)  (Alg. 2 line 11)
-        x, th, lse2 = logits(s)
-        if alibi:
-          x = ab.add_rest(x, 1.0) if fold else x + ab.full()
-        if masked:
-          ok = fwd.query_tile_visible(spec, item, b, n, q_base, ki, (bq, bk),
-                                      q_seg if spec.has_segments else None,
-                                      kv_seg_ref, mask_ref)
-          x = jnp.where(ok, x, masks.MASK_VALUE)
-        p = jnp.exp2(x if lse2 is None else x - lse2)
-        return (p,) if th is None else (p, th)
+      visible = lambda: fwd.query_tile_visible(
+          spec, item, b, n, q_base, ki, (bq, bk),
+          q_seg if spec.has_segments else None, kv_seg_ref, mask_ref)
+      probs = functools.partial(  # S -> (P, the soft-cap's tanh?)
+          _probs, logits=logits, visible=visible if masked else None,
+          alibi=(ab.add_rest if fold else ab.full)
+          if alibi and (xchg is None or w == 0) else None, fold=fold)
 
       # -- S = Q K^T and dP - delta = dO V^T - delta  [bq, bk]
       if xchg is None:  # P computed while the dP wgmma runs
