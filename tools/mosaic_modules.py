@@ -16,7 +16,12 @@ before and after a change and diff the output:
 12's benchmark cells at their own shapes instead (bf16, B*T = 16384, N*H =
 2048: d64 / d128 at T = 4k, 16k, d256 at 1k, 4k, causal and not, and the
 T = 131072 cell), so a timing taken at one commit can be shown to hold at
-another (the launch rules read the shapes).
+another (the launch rules read the shapes).  ``--wide`` lowers ``WIDE``
+instead: every masking and score option the kernels read (dropout, ALiBi,
+soft-cap, segments, dense masks, windows, lengths, the bottom-right
+diagonal, GQA and MQA) across d64 / d128 / d256, and the kernels' config
+branches (consumers, softmax overlap, persistence, row rings, fused and
+split backward), for a refactor of the kernels themselves.
 """
 from __future__ import annotations
 
@@ -36,11 +41,100 @@ import pallas_flash as pf
 from benchmarks import workloads
 from pallas_flash import _dispatch
 from pallas_flash.mosaic import forward as mosaic_forward
+from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 
 # (head dim, causal, dropout rate): each backward form of the defaults
 # (d64 fused, d128 two kernels with and without dropout, d256 split).
 CELLS = [(64, True, 0.0), (128, False, 0.0), (128, True, 0.1),
          (256, True, 0.0)]
+
+
+
+def _wide(name, h, causal=True, *, n=4, k=2, s=None, fwd=None, bwd=None,
+          **options) -> workloads.Workload:
+  """A [2, 1000] bf16 cell of ``WIDE``: GQA n/k, the given mask and score
+  options (``Workload`` fields) and, where given, a forward / backward
+  config (then lowered with ``implementation="mosaic"``)."""
+  config = (MosaicConfig(**(fwd or {}), backward=MosaicBackwardConfig(
+      **bwd) if bwd else None) if fwd or bwd else None)
+  return workloads.Workload(
+      name=name, batch=2, seqlen=1000, kv_seqlen=s, heads=n, kv_heads=k,
+      head_dim=h, causal=causal, dtype="bfloat16", config=config, **options)
+
+
+# The cells of ``--wide``: each feature at d64, d128 and d256 (GQA 4/2
+# unless named), then the non-default kernel configs.
+WIDE = [
+    *[_wide("dropout", h, c, dropout=0.1)
+      for h, c in ((64, True), (128, False), (256, True))],
+    *[_wide("alibi", h, c, alibi=True)
+      for h, c in ((64, False), (128, True), (128, False), (256, True))],
+    *[_wide("soft-cap", h, c, soft_cap=20.0)
+      for h, c in ((64, True), (128, True), (128, False), (256, False))],
+    _wide("alibi soft-cap", 256, False, alibi=True, soft_cap=20.0),
+    _wide("dropout alibi", 64, False, dropout=0.1, alibi=True),
+    _wide("dropout alibi soft-cap", 128, True, dropout=0.1, alibi=True,
+          soft_cap=20.0),
+    *[_wide("segments", h, c, segments=True)
+      for h, c in ((64, True), (128, True), (256, False))],
+    _wide("dense mask full", 64, False, dense_mask="full"),
+    _wide("dense mask heads", 128, False, dense_mask="heads"),
+    _wide("dense mask keys", 256, True, dense_mask="keys"),
+    *[_wide("window", h, c, window=(128, 64))
+      for h, c in ((64, False), (128, True), (256, False))],
+    *[_wide("bottom-right S1200", h, True, s=1200, bottom_right=True)
+      for h in (64, 128, 256)],
+    _wide("bottom-right S800 lengths", 128, True, s=800, bottom_right=True,
+          q_lengths=(1000, 0), kv_lengths=(800, 77)),
+    _wide("lengths", 64, False, q_lengths=(900, 1000), kv_lengths=(1000, 5)),
+    *[_wide("mqa 4/1", h, c, k=1) for h, c in ((64, False), (256, True))],
+    _wide("mha 4/4 segments dropout", 128, False, k=4, segments=True,
+          dropout=0.1),
+    _wide("not deterministic", 64, True, deterministic=False),
+    _wide("not deterministic", 128, False, deterministic=False),
+    # forward configs
+    _wide("fwd 3 consumers", 64, True, fwd=dict(consumers=3)),
+    _wide("fwd 3 consumers overlap", 64, False,
+          fwd=dict(consumers=3, overlap_softmax=True)),
+    _wide("fwd persistent heads_inner", 128, True,
+          fwd=dict(persistent=True, heads_inner=True, overlap_softmax=True)),
+    _wide("fwd persistent block_kv 256", 64, False,
+          fwd=dict(block_kv=256, persistent=True)),
+    _wide("fwd masked last overlap persistent", 256, True,
+          fwd=dict(block_kv=64, masked_first=False, overlap_softmax=True,
+                   persistent=True)),
+    _wide("fwd overlap dense mask", 128, False, dense_mask="full",
+          fwd=dict(overlap_softmax=True)),
+    _wide("fwd persistent dropout alibi", 128, True, dropout=0.1,
+          alibi=True, fwd=dict(persistent=True, overlap_softmax=True)),
+    _wide("fwd 3 stages window", 128, False, window=(200, 0),
+          fwd=dict(num_stages=3)),
+    # backward configs
+    _wide("bwd prefetch persistent stagger segments", 128, True,
+          segments=True, bwd=dict(prefetch_rows=True, persistent=True,
+                                  stagger_consumers=True)),
+    _wide("bwd prefetch row_ring stagger dropout", 128, False, dropout=0.1,
+          bwd=dict(prefetch_rows=True, row_ring=True, stagger_consumers=True,
+                   dkdv_registers=240)),
+    _wide("bwd fused row_ring persistent dropout", 64, True, dropout=0.1,
+          bwd=dict(row_ring=True, persistent=True, fused=True,
+                   block_q_dkv=128, block_kv_dq=128)),
+    _wide("bwd fused not deterministic alibi", 128, True, alibi=True,
+          bwd=dict(fused=True, deterministic=False)),
+    _wide("bwd fused deterministic soft-cap", 128, False, soft_cap=20.0,
+          bwd=dict(fused=True)),
+    _wide("bwd 3 consumers dq rows in registers", 128, True,
+          bwd=dict(consumers=3, dq_rows_in_registers=2)),
+    _wide("bwd dq 3 consumers masked last", 64, False, window=(100, 100),
+          bwd=dict(dq_consumers=3, masked_first=False,
+                   dq_rows_in_registers=1)),
+    _wide("bwd split row_ring persistent dropout", 128, True, dropout=0.1,
+          bwd=dict(split_head_dim=True, row_ring=True, persistent=True)),
+    _wide("bwd split d128 stagger alibi", 128, False, alibi=True,
+          bwd=dict(split_head_dim=True, stagger_consumers=True)),
+    _wide("bwd 3 stages prefetch", 128, True, dense_mask="keys",
+          bwd=dict(num_stages=3, prefetch_rows=True)),
+]
 
 
 def kernel_modules(lowered_text: str) -> list[tuple[str, str]]:
@@ -107,6 +201,33 @@ def lower_workload(w: workloads.Workload) -> str:
   return lowered.as_text(debug_info=False)
 
 
+def lower_call(w: workloads.Workload) -> str:
+  """As ``lower_workload``, with every option of the workload's call
+  (``Workload.inputs``: masks, lengths, segments, ALiBi, soft-cap,
+  dropout, the alignment, ``deterministic``); the arrays among them are
+  arguments of the lowered function, not constants.  A workload with a
+  ``config`` is lowered with ``implementation="mosaic"`` (the default
+  dispatch ignores a config)."""
+  q, k, v, kw = w.inputs()
+  arrays = {n: x for n, x in kw.items() if isinstance(x, jax.Array)}
+  static = {n: x for n, x in kw.items() if n not in arrays}
+  if w.config is not None:
+    static.update(implementation="mosaic", config=w.config)
+  spec = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype)
+
+  def loss(q, k, v, arrays):
+    return pf.flash_attention(q, k, v, **static, **arrays).astype(
+        jnp.float32).sum()
+  with mock.patch.object(api, "_on_gpu", lambda: True), \
+      mock.patch.object(api, "_is_hopper", lambda: True), \
+      mock.patch.object(mosaic_forward, "check_supported", lambda *a: None), \
+      mock.patch.object(mosaic_forward, "_num_sms", lambda: 132):
+    lowered = jax.jit(jax.grad(loss, (0, 1, 2))).trace(
+        spec(q), spec(k), spec(v), jax.tree.map(spec, arrays)).lower(
+            lowering_platforms=("cuda",))
+  return lowered.as_text(debug_info=False)
+
+
 def issue12_cells() -> list[workloads.Workload]:
   """Issue 12's benchmark cells (``python -m benchmarks.run --workloads
   convention long``, the rows of its table), bf16."""
@@ -123,17 +244,28 @@ def main(argv=None):
   ap.add_argument("--out", default=None, help="also write each module here")
   ap.add_argument("--issue12", action="store_true",
                   help="issue 12's benchmark cells at their own shapes")
+  ap.add_argument("--wide", action="store_true",
+                  help="every masking option and kernel config (WIDE)")
   args = ap.parse_args(argv)
+  lower = lower_workload
   if args.issue12:
     cells = [(w.label, w.label.replace(" ", "_"), w)
              for w in issue12_cells()]
+  elif args.wide:
+    cells = [(f"{w.name} d{w.head_dim} {'C' if w.causal else 'N'}",
+              f"wide{i}", w) for i, w in enumerate(WIDE)]
+    lower = lower_call
   else:
     cells = [(f"d{h} {'causal' if causal else 'non-causal'} dropout {rate}",
               f"d{h}_{int(causal)}_{rate}", _cell(h, causal, rate))
              for h, causal, rate in CELLS]
   lines = []
   for cell, stem, w in cells:
-    for i, (name, text) in enumerate(kernel_modules(lower_workload(w))):
+    modules = kernel_modules(lower(w))
+    if not modules:  # (a cell the Mosaic kernels did not take)
+      lines.append(f"{cell}: no Mosaic GPU kernel")
+      print(lines[-1], flush=True)
+    for i, (name, text) in enumerate(modules):
       digest = hashlib.sha256(text.encode()).hexdigest()[:16]
       lines.append(f"{cell}: {name} {digest} ({len(text)} chars)")
       print(lines[-1], flush=True)

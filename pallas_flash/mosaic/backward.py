@@ -42,7 +42,7 @@ its init.  The dK/dV kernel (two-kernel and fused) instead takes
 dS^T / r = (Z P^T) dP^T - P^T delta' from the Z P^T that dV needs anyway and
 a dP^T GEMM started at 0: a multiply and a multiply-add per score in place
 of a second select (H100 runs 154-155, 2026-11-24, fwd+bwd +1.8% at S16k C,
-+3.7% at S16k N, level at S4k; benchmarks/results/kept_ds_2026-11-24_h100).
++3.7% at S16k N, level at S4k; history at commit 29bf24f).
 r leaves the loops (dK, dV, dQ scaled once in the epilogue).
 
 Both kernels visit exactly the tiles the forward did: their tile tables come
@@ -261,6 +261,23 @@ def _ds(p, dp_minus_delta, th, plus=None):
   if th is not None:
     ds = ds * (1.0 - th * th)
   return ds
+
+
+def _probs(s, *, logits, visible, alibi, fold: bool):
+  """P = exp2(x - lse2) (Alg. 2 line 11) of a score tile: S [bq, bk] in the
+  dQ kernel, S^T [bk, bq] (P^T) in the dK/dV kernel.  ``logits(s)`` -> (x,
+  the soft-cap's tanh or None, what is left to subtract or None:
+  ``_row_terms``), then ALiBi (``alibi``: the tile's ``AlibiTile.add_rest``
+  where folded, else its ``full``, or None), then the mask (``visible``: a
+  callable giving the tile's visible entries, or None).  lse2 = +inf on
+  fully masked rows gives 0.  Returns (P,) or (P, tanh)."""
+  x, th, lse2_left = logits(s)
+  if alibi is not None:
+    x = alibi(x, 1.0) if fold else x + alibi()
+  if visible is not None:
+    x = jnp.where(visible(), x, masks.MASK_VALUE)
+  p = jnp.exp2(x if lse2_left is None else x - lse2_left)
+  return (p,) if th is None else (p, th)
 
 
 class _RowTile:
@@ -549,6 +566,54 @@ def _dq_share(cfg: MosaicBackwardConfig, head_dim: int, w: int):
   return (pl.ds(0, bq), pl.ds(w * shape[1], shape[1])), shape
 
 
+class _DqShare:
+  """Consumer w's share of a fused (``cfg.one_kernel``) step's dQ = dS K
+  (Alg. 2 line 15, FA3's one-kernel backward): the [rows, cols] block of
+  ``_dq_share`` ([block_q_dkv, H / C] at d128), summed over the CTA's
+  C * block_kv keys and added one step late to dQ in HBM by TMA reduce-add
+  (f32, or with ``f_ref`` fixed-point int32 words, ``to_fixed``).  A step's
+  ``prev`` is the (query tile, query head) of the step the share is of."""
+
+  def __init__(self, cfg: MosaicBackwardConfig, w: int, head_dim: int, smem,
+               f_ref, dq_ref, b, kt, interpret: bool):
+    self.smem, self.f_ref, self.dq_ref = smem, f_ref, dq_ref
+    self.b, self.kt, self.interpret = b, kt, interpret
+    self.bq = cfg.block_q_dkv
+    (self.rows, self.cols), self.shape = _dq_share(cfg, head_dim, w)
+    self.zeros = plgpu.layout_cast(jnp.zeros(self.shape, jnp.float32), _WGMMA)
+
+  def _rows_of(self, prev):
+    tile, _ = prev
+    return pl.ds(tile * self.bq + self.rows.start, self.shape[0])
+
+  def fixed_scale(self, prev):
+    """The rows' F (fixed point), loaded at the step's start, ahead of its
+    use (run 28: no faster than loading it in the add); None for f32."""
+    if self.f_ref is None:
+      return None
+    return plgpu.load(self.f_ref.at[self.b, prev[1], self._rows_of(prev)],
+                      layout=_ROW, optimized=False)
+
+  def add(self, part, prev, f):
+    """TMA reduce-add of a dQ share into dQ in HBM (f32, or fixed-point words
+    with the rows' scale f) at the query tile and head ``prev`` of its
+    step."""
+    head, rows, b = prev[1], self._rows_of(prev), self.b
+    if self.f_ref is not None:
+      part = to_fixed(part, lax.broadcast_in_dim(f, self.shape, [0]))
+    plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last adds read
+    self.smem[...] = part
+    plgpu.commit_smem()
+    if self.interpret:  # its own slot of a [kv tiles, ...] array (no TMA
+      # reduce-add there); every step of a CTA writes other rows
+      plgpu.copy_smem_to_gmem(
+          self.smem, self.dq_ref.at[self.kt, b, rows, head, self.cols])
+    else:
+      plgpu.copy_smem_to_gmem(self.smem,
+                              self.dq_ref.at[b, rows, head, self.cols],
+                              reduction_op="add")
+
+
 def _store_rows(acc, smem, dst, dtype):
   """acc -> shared memory (a tile no wgmma reads any more) -> HBM by TMA."""
   smem[...] = acc.astype(dtype)
@@ -642,6 +707,121 @@ def _interpret_barriers(cfg: MosaicBackwardConfig):
 # --------------------------------------------------------------------------
 
 
+def _ahead_slot(cfg: MosaicBackwardConfig, r):
+  """row_ring with prefetch_rows: an item's row copy r (its step r's lse2 /
+  delta; r = 0 .. its steps, the last a copy of rows in range, read and not
+  used) sits in this slot of the row ring, read a step ahead, under the
+  previous step's dV / dK GEMMs."""
+  return lax.rem(r, cfg.row_ring_shape[0])
+
+
+class _StepRows:
+  """A dK/dV consumer's row loads: lse2 and delta ([block_q_dkv] f32 each,
+  Alg. 2 line 9's L_i and D_i, for line 11's P and line 14's dS) of a step's
+  query tile, from global memory, or with ``ring`` (row_ring: (lse_ref,
+  delta_ref, row_smem, row_bars)) from the producer's TMA row ring."""
+
+  def __init__(self, cfg: MosaicBackwardConfig, refs, ring, b, kvh,
+               group: int, item):
+    self.cfg, self.refs, self.ring, self.item = cfg, refs, ring, item
+    self.b, self.kvh, self.group = b, kvh, group
+    self.n_q_tiles = refs[0].shape[-1] // cfg.block_q_dkv
+
+  def load(self, n, tile):
+    """(lse2, delta) of query tile ``tile`` of query head n, from HBM."""
+    bq = self.cfg.block_q_dkv
+    rows = pl.ds(tile * bq, bq)
+    return tuple(plgpu.load(ref.at[self.b, n, rows], layout=_COL,
+                            optimized=False) for ref in self.refs)
+
+  def _ring(self, slot):
+    _, _, row_smem, row_bars = self.ring
+    plgpu.barrier_wait(row_bars.at[slot])
+    return tuple(plgpu.load(row_smem.at[slot, a], layout=_COL,
+                            optimized=False) for a in range(2))
+
+  def of_step(self, slot, n, qt):
+    """A step's rows at its start: copied by the producer with Q / dO into
+    ring slot ``slot`` (row_ring), else loaded (query tile qt, head n)."""
+    if self.ring is not None:
+      return self._ring(slot)
+    return self.load(n, qt)
+
+  def ahead(self, g, j):
+    """The rows of step j of head g (``prefetch_rows``), of a tile in range
+    even where j is past the item's last step."""
+    if self.ring is not None:  # (ring_ahead) the item's (g, j) is its row
+      # copy g * n_steps + j
+      return self._ring(_ahead_slot(self.cfg, g * self.item.n_steps + j))
+    tile = jnp.clip(self.item.tile_of(j), 0, self.n_q_tiles - 1)
+    return self.load(self.kvh * self.group + g, tile)
+
+
+def _dkdv_producer(items: schedule.Items, work_item, sync,
+                   cfg: MosaicBackwardConfig, group: int, tiles, row_ring,
+                   keys):
+  """The dK/dV kernel's producer warpgroup: for every step of the CTA's
+  items (each of the G query heads of the kv head, then the query tiles),
+  TMA copies of the step's Q and dO tiles ([block_q_dkv, H] each, Alg. 2
+  line 9's loads of Q_i and dO_i) into the ring slot the consumers
+  released; with ``row_ring`` (lse_ref, delta_ref, row_smem, row_bars) the
+  step's lse2 / delta rows beside them (with prefetch_rows, one step
+  ahead); with ``keys`` (drop, key_smem, key_bars) the query rows' dropout
+  keys.  ``tiles``: ((q_ref, do_ref), (q_smems, do_smems), (q_bars,
+  do_bars))."""
+  (q_ref, do_ref), (q_smems, do_smems), (q_bars, do_bars) = tiles
+  stages, bq = cfg.num_stages, cfg.block_q_dkv
+  ring_ahead = row_ring is not None and cfg.prefetch_rows
+  if row_ring is not None:
+    lse_ref, delta_ref, row_smem, row_bars = row_ring
+    n_q_tiles = lse_ref.shape[-1] // bq
+
+  def item_loads(idx, g0):
+    b, kvh, _, item = work_item(idx, lengths=False)
+    n_steps = item.n_steps
+
+    def copy_rows_ahead(r):
+      """ring_ahead: the item's row copy r (its step r's lse2 / delta; r =
+      its step count: the last head's first tile, read and not used)."""
+      g = jnp.minimum(lax.div(r, jnp.maximum(n_steps, 1)), group - 1)
+      tile = jnp.clip(item.tile_of(r - g * n_steps), 0, n_q_tiles - 1)
+      fwd.copy_row_pair((lse_ref, delta_ref), b, kvh * group + g,
+                        pl.ds(tile * bq, bq), row_smem, row_bars,
+                        _ahead_slot(cfg, r))
+
+    if ring_ahead:  # copy 0
+      copy_rows_ahead(jnp.int32(0))
+
+    @pl.loop(0, group * n_steps)
+    def _(i):
+      g = lax.div(i, n_steps)
+      slot = lax.rem(g0 + i, stages)
+      rows = (b, pl.ds(item.tile_of(i - g * n_steps) * bq, bq),
+              kvh * group + g)
+      pl.when(g0 + i >= stages)(lambda: sync.await_release(0, slot))
+      plgpu.copy_gmem_to_smem(q_ref.at[rows], q_smems.at[slot],
+                              q_bars.at[slot])
+      plgpu.copy_gmem_to_smem(do_ref.at[rows], do_smems.at[slot],
+                              do_bars.at[slot])
+      if ring_ahead:  # step i + 1's rows (its slot: read during step
+        # i - stages - 1, released before this step's load)
+        copy_rows_ahead(i + 1)
+      elif row_ring is not None:  # the rows' (lse2, delta)
+        fwd.copy_row_pair((lse_ref, delta_ref), b, rows[2], rows[1], row_smem,
+                          row_bars, slot)
+      if keys is not None:  # the query rows' dropout keys (r_i, m_i)
+        drop, key_smem, key_bars = keys
+        drop.copy_rows(b, rows[2], rows[1], key_smem, key_bars, slot)
+    return g0 + group * n_steps
+
+  total = items.run(item_loads)
+
+  # Drain: no barrier is left mid-phase when the CTA exits.
+  @pl.loop(jnp.maximum(0, total - stages), total)
+  def _(i):
+    sync.await_release(0, lax.rem(i, stages))
+
+
 def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                  *refs, spec: masks.MaskSpec, scale: float,
                  cap: float | None, cfg: MosaicBackwardConfig, group: int,
@@ -682,20 +862,14 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   # row_ring: each step's lse2 / delta rows come through the Q / dO ring
   # (TMA, [stages, 2, block_q] f32, their own barriers); dropout: likewise
   # the row keys of each step's query tile (int32)
-  row_smem = extra_smem.pop() if cfg.row_ring else None
-  row_bars = interpret_bars.pop() if cfg.row_ring else None
-  # row_ring with prefetch_rows (not persistent: the CTA's only item): the
-  # item's copy r (its step r's rows, r = 0 .. its steps, the last a copy of
-  # rows in range) in slot ``ahead_slot(r)``; read a step ahead, under the
-  # previous dV / dK GEMMs
-  ring_ahead = cfg.row_ring and cfg.prefetch_rows
-  ahead_slot = lambda r: lax.rem(r, cfg.row_ring_shape[0])
+  row_ring = None
+  if cfg.row_ring:  # (lse_ref, delta_ref, its smem, its barriers)
+    row_ring = (lse_ref, delta_ref, extra_smem.pop(), interpret_bars.pop())
   key_smem = extra_smem.pop() if rate > 0.0 else None
   key_bars = interpret_bars.pop() if rate > 0.0 else None
   dtype, head_dim = q_ref.dtype, q_ref.shape[-1]
   c, stages = cfg.consumers, cfg.num_stages
   bq, bk = cfg.block_q_dkv, cfg.block_kv_dkv
-  n_q_tiles = lse_ref.shape[-1] // bq
   wg = lax.axis_index("wg")
   sync = fwd._Sync(wg, c, stages, interpret_bars if interpret else None)
   items = schedule.Items(order, sched_ref)
@@ -754,37 +928,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     if fused:  # dS^T of the CTA [2, C * bk, bq]; dQ pieces [C, rows, cols]
       ds_tiles = _DsTiles(extra_smem[0], cfg, w,
                           interpret_bars[4] if interpret else None)
-      dq_smem = extra_smem[1].at[w]
-      (dq_rows, dq_cols), dq_shape = _dq_share(cfg, head_dim, w)
-      dq_zeros = plgpu.layout_cast(jnp.zeros(dq_shape, jnp.float32), _WGMMA)
-
-      def share_rows(prev):
-        tile, _ = prev
-        return pl.ds(tile * bq + dq_rows.start, dq_shape[0])
-
-      def fixed_scale(prev):
-        """The rows' F (fixed point), loaded at the step's start, ahead of
-        its use (run 28: no faster than loading it in the add)."""
-        return plgpu.load(f_ref.at[b, prev[1], share_rows(prev)],
-                          layout=_ROW, optimized=False) if fixed else None
-
-      def add_dq(part, prev, f):
-        """TMA reduce-add of a dQ share into dQ in HBM (f32, or fixed-point
-        words with the rows' scale f) at the query tile and head ``prev``
-        of its step."""
-        head, rows = prev[1], share_rows(prev)
-        if fixed:
-          part = to_fixed(part, lax.broadcast_in_dim(f, dq_shape, [0]))
-        plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last adds read
-        dq_smem[...] = part
-        plgpu.commit_smem()
-        if interpret:  # its own slot of a [kv tiles, ...] array (no TMA
-          # reduce-add there); every step of a CTA writes other rows
-          plgpu.copy_smem_to_gmem(dq_smem,
-                                  dq_ref.at[kt, b, rows, head, dq_cols])
-        else:
-          plgpu.copy_smem_to_gmem(dq_smem, dq_ref.at[b, rows, head, dq_cols],
-                                  reduction_op="add")
+      dq = _DqShare(cfg, w, head_dim, extra_smem[1].at[w], f_ref, dq_ref,
+                    b, kt, interpret)
     kv.wait()
     if kv_sets > 1:  # -- the next item's K and V, into the other set
       @pl.when(idx + 1 < items.count)
@@ -793,22 +938,56 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         plgpu.wait_smem_to_gmem(0, wait_read_only=True)
         row_tile(w, item_coords(idx + 1), 1 - buf).load(k_ref, v_ref)
 
-    def load_rows(n, tile):
-      """(lse2, delta) of query tile ``tile`` of query head n."""
-      rows = pl.ds(tile * bq, bq)
-      return tuple(plgpu.load(ref.at[b, n, rows], layout=_COL,
-                              optimized=False) for ref in (lse_ref, delta_ref))
+    step_rows = _StepRows(cfg, (lse_ref, delta_ref), row_ring, b, kvh,
+                          group, item)
 
-    def load_rows_ahead(g, j):
-      """``load_rows`` of step j of head g (``prefetch_rows``), of a tile
-      in range even where j is past the item's last step."""
-      if ring_ahead:  # the item's (g, j) is its row copy g * n_steps + j
-        r_slot = ahead_slot(g * n_steps + j)
-        plgpu.barrier_wait(row_bars.at[r_slot])
-        return tuple(plgpu.load(row_smem.at[r_slot, a], layout=_COL,
-                                optimized=False) for a in range(2))
-      tile = jnp.clip(item.tile_of(j), 0, n_q_tiles - 1)
-      return load_rows(kvh * group + g, tile)
+    def score_terms(n, qt, q_rows, lse2, delta, *, masked: bool, side,
+                    has_s: bool):
+      """A step's score terms (query tile qt, rows q_rows, of head n): the
+      inits of the S^T GEMM (Alg. 2 line 10; -lse2, with ALiBi's folded
+      linear part) and of the dP^T GEMM (-delta: dP^T - delta, line 14),
+      and P^T as a function of S^T (``_probs``: logits, ALiBi, the step's
+      mask)."""
+      s_fold = fold and has_s
+      if alibi and has_s:  # folded: its linear part is in S^T's init
+        ab = fwd.AlibiTile(slopes_ref[b, n], item.offset, qt * bq, kv_base,
+                           (bk, bq), 1, spec.is_causal, side=side)
+      s_init, dp_init, logits = _row_terms(
+          lse2 - ab.q_vec if s_fold else lse2, delta, (bk, bq), 1, scale, cap)
+      k_init = ab.k_init(scale * _LOG2E) if s_fold else None
+      if k_init is not None:
+        s_init = s_init + k_init
+
+      def visible():  # the step's visible [bk, bq] (masked tiles)
+        segs = dense = None
+        if spec.has_segments:
+          segs = lambda: (segment_ids(q_seg_ref, b, q_rows, (bk, bq), 1),
+                          kv_seg)
+        if mask_ref is not None:  # a key-major copy of the dense mask
+          dense = lambda: fwd.dense_tile(mask_ref, b, n, pl.ds(kv_base, bk),
+                                         q_rows)
+        return fwd.tile_visible(spec, item, kv_base, qt * bq, (bk, bq), True,
+                                segs, dense)
+
+      probs = functools.partial(  # S^T -> (P^T, the soft-cap's tanh?)
+          _probs, logits=logits, visible=visible if masked else None,
+          alibi=(ab.add_rest if fold else ab.full) if alibi and has_s
+          else None, fold=fold)
+      return s_init, dp_init, probs
+
+    def dp_partner(dk, dv, slot, q_smem, do_smem, dp_init, first):
+      """split_head_dim's consumer 1 in a step: dP^T - delta to consumer 0,
+      P^T and dS^T back from it, then its columns of dV += P^T dO and
+      dK += dS^T Q (Alg. 2 lines 12, 16)."""
+      (dp,) = _scores(((kv.products(1, do_smem), dp_init),), interpret)
+      xchg.put(0, first, dp)
+      p, ds = xchg.take(1, interpret)
+      dv, dk = _accumulate((dv, dk), (lambda: [(p, kv.narrow(do_smem))],
+                                      lambda: [(ds, kv.narrow(q_smem))]),
+                           interpret)
+      xchg.release(1)
+      sync.release(0, slot)
+      return dk, dv
 
     def step(j, carry, *, g, masked: bool, side=None):
       dk, dv, *prev = carry  # fused: (query tile, head) of step i - 1
@@ -820,49 +999,19 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       if prefetch:  # loaded under the previous step's dV / dK GEMMs (run
         # 170: +1-5% at d128; loaded here, they sat ahead of the score GEMMs)
         lse2, delta, *prev = prev
-      elif row_smem is not None:  # copied by the producer with Q / dO
-        plgpu.barrier_wait(row_bars.at[slot])
-        lse2, delta = (plgpu.load(row_smem.at[slot, a], layout=_COL,
-                                  optimized=False) for a in range(2))
       else:
-        lse2, delta = load_rows(n, qt)
+        lse2, delta = step_rows.of_step(slot, n, qt)
       if fused:  # (step 0: an unused load of step -1's "rows", tile 0)
-        f_prev = fixed_scale(prev)
+        f_prev = dq.fixed_scale(prev)
       q_smem, do_smem = q_smems.at[slot], do_smems.at[slot]
       plgpu.barrier_wait(q_bars.at[slot])
       plgpu.barrier_wait(do_bars.at[slot])
       stagger.wait(g0 + i)
       # -- S^T = K Q^T and dP^T - delta = V dO^T - delta  [bk, bq]
-      has_s = xchg is None or w == 0  # (else consumer 1: no S^T here)
-      s_fold = fold and has_s
-      if alibi and has_s:  # folded: its linear part is in S^T's init
-        ab = fwd.AlibiTile(slopes_ref[b, n], item.offset, qt * bq, kv_base,
-                           (bk, bq), 1, spec.is_causal, side=side)
-      s_init, dp_init, logits = _row_terms(
-          lse2 - ab.q_vec if s_fold else lse2, delta, (bk, bq), 1, scale, cap)
-      k_init = ab.k_init(scale * _LOG2E) if s_fold else None
-      if k_init is not None:
-        s_init = s_init + k_init
+      s_init, dp_init, probs = score_terms(
+          n, qt, q_rows, lse2, delta, masked=masked, side=side,
+          has_s=xchg is None or w == 0)  # (else consumer 1: no S^T here)
       first = None if xchg is None else i == 0
-
-      def probs(s):  # -> (P^T, the soft-cap's tanh?)
-        x, th, lse2_left = logits(s)
-        if alibi:  # key-major: queries along axis 1
-          x = ab.add_rest(x, 1.0) if fold else x + ab.full()
-        if masked:
-          segs = dense = None
-          if spec.has_segments:
-            segs = lambda: (segment_ids(q_seg_ref, b, q_rows, (bk, bq), 1),
-                            kv_seg)
-          if mask_ref is not None:  # a key-major copy of the dense mask
-            dense = lambda: fwd.dense_tile(mask_ref, b, n,
-                                           pl.ds(kv_base, bk), q_rows)
-          ok = fwd.tile_visible(spec, item, kv_base, qt * bq, (bk, bq),
-                                True, segs, dense)
-          x = jnp.where(ok, x, masks.MASK_VALUE)
-        # -- P^T (Alg. 2 line 11); lse2 = +inf on fully masked rows gives 0
-        p = jnp.exp2(x if lse2_left is None else x - lse2_left)
-        return (p,) if th is None else (p, th)
 
       kept_ds = drop is not None and xchg is None  # (module docstring)
       if xchg is None:  # P^T computed while the dP^T wgmma runs
@@ -877,15 +1026,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         (s,) = _scores(((kv.products(0, q_smem), s_init),), interpret)
         p_th = probs(s)
       else:  # dP^T - delta to consumer 0; P^T and dS^T back from it
-        (dp,) = _scores(((kv.products(1, do_smem), dp_init),), interpret)
-        xchg.put(0, first, dp)
-        p, ds = xchg.take(1, interpret)
-        dv, dk = _accumulate((dv, dk), (lambda: [(p, kv.narrow(do_smem))],
-                                        lambda: [(ds, kv.narrow(q_smem))]),
-                             interpret)
-        xchg.release(1)
-        sync.release(0, slot)
-        return dk, dv
+        return dp_partner(dk, dv, slot, q_smem, do_smem, dp_init, first)
       p, th = (*p_th, None)[:2]
       parity = lax.rem(i, 2)
       if drop is not None:  # Z P^T for dV; Z dP^T - delta' for dS^T
@@ -909,7 +1050,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 
       def dq_share():  # step i - 1's, issued behind dV and dK (step 0: a
         # product of an unwritten buffer, never added)
-        return ds_tiles.operands(1 - parity, bk, dq_rows, dq_cols, k_smems,
+        return ds_tiles.operands(1 - parity, bk, dq.rows, dq.cols, k_smems,
                                  k_base, stored=i >= 1)
 
       products = (lambda: [(p_pv.astype(dtype), kv.narrow(do_smem))], ds_t)
@@ -939,25 +1080,25 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
             hand_over()
           if not prefetch:
             return ()
-          if ring_ahead:  # the ring's next copy (past the item's last
-            # step: a copy of rows in range, read and not used)
-            return load_rows_ahead(g, j + 1)
+          if row_ring is not None:  # the ring's next copy (past the
+            # item's last step: a copy of rows in range, read and not used)
+            return step_rows.ahead(g, j + 1)
           last = j + 1 >= n_steps
-          return load_rows_ahead(
+          return step_rows.ahead(
               jnp.minimum(g + last.astype(jnp.int32), group - 1),
               jnp.where(last, 0, j + 1))
         dv, dk, *nxt = _accumulate((dv, dk), products, interpret, then=then,
                                    then_init=rows_init)
         sync.release(0, slot)  # the Q and dO slot may be refilled
         return dk, dv, *nxt
-      dv, dk, part = _accumulate((dv, dk, dq_zeros), (*products, dq_share),
+      dv, dk, part = _accumulate((dv, dk, dq.zeros), (*products, dq_share),
                                  interpret)
       sync.release(0, slot)
 
       @pl.when(i >= 1)  # -- add step i - 1's share to dQ in HBM
       def _():
         ds_tiles.release(1 - parity)
-        add_dq(part, prev, f_prev)
+        dq.add(part, prev, f_prev)
       return dk, dv, qt, n
 
     # Non-causal folded ALiBi: query tiles right of, across and left of
@@ -970,7 +1111,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       return fwd.run_steps(item, functools.partial(step, g=g), carry,
                            alibi_tiles)
 
-    carry = (zeros, zeros, *(load_rows_ahead(0, 0) if prefetch else ()),
+    carry = (zeros, zeros, *(step_rows.ahead(0, 0) if prefetch else ()),
              *((jnp.int32(0),) * 2 if fused else ()))
     if group == 1:
       dk, dv, *last = head(0, carry)
@@ -982,9 +1123,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       @pl.when(total > 0)
       def _():
         parity = lax.rem(total - 1, 2)
-        (part,) = _accumulate((dq_zeros,), (lambda: ds_tiles.operands(
-            parity, bk, dq_rows, dq_cols, k_smems, k_base),), interpret)
-        add_dq(part, last, fixed_scale(last))
+        (part,) = _accumulate((dq.zeros,), (lambda: ds_tiles.operands(
+            parity, bk, dq.rows, dq.cols, k_smems, k_base),), interpret)
+        dq.add(part, last, dq.fixed_scale(last))
         ds_tiles.drain(total)
     # -- epilogue: K and V are no longer read (every wgmma was awaited;
     # split_head_dim: by any consumer)
@@ -1000,49 +1141,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     return g0 + group * n_steps
 
   def _producer():
-    total = items.run(_producer_item)
-
-    # Drain: no barrier is left mid-phase when the CTA exits.
-    @pl.loop(jnp.maximum(0, total - stages), total)
-    def _(i):
-      sync.await_release(0, lax.rem(i, stages))
-
-  def _producer_item(idx, g0):
-    b, kvh, _, item = work_item(idx, lengths=False)
-    n_steps = item.n_steps
-
-    def copy_rows_ahead(r):
-      """ring_ahead: the item's row copy r (its step r's lse2 / delta; r =
-      its step count: the last head's first tile, read and not used)."""
-      g = jnp.minimum(lax.div(r, jnp.maximum(n_steps, 1)), group - 1)
-      tile = jnp.clip(item.tile_of(r - g * n_steps), 0, n_q_tiles - 1)
-      fwd.copy_row_pair((lse_ref, delta_ref), b, kvh * group + g,
-                        pl.ds(tile * bq, bq), row_smem, row_bars,
-                        ahead_slot(r))
-
-    if ring_ahead:  # copy 0
-      copy_rows_ahead(jnp.int32(0))
-
-    @pl.loop(0, group * n_steps)
-    def _(i):
-      g = lax.div(i, n_steps)
-      slot = lax.rem(g0 + i, stages)
-      rows = (b, pl.ds(item.tile_of(i - g * n_steps) * bq, bq),
-              kvh * group + g)
-      pl.when(g0 + i >= stages)(lambda: sync.await_release(0, slot))
-      plgpu.copy_gmem_to_smem(q_ref.at[rows], q_smems.at[slot],
-                              q_bars.at[slot])
-      plgpu.copy_gmem_to_smem(do_ref.at[rows], do_smems.at[slot],
-                              do_bars.at[slot])
-      if ring_ahead:  # step i + 1's rows (its slot: read during step
-        # i - stages - 1, released before this step's load)
-        copy_rows_ahead(i + 1)
-      elif row_smem is not None:  # the rows' (lse2, delta)
-        fwd.copy_row_pair((lse_ref, delta_ref), b, rows[2], rows[1], row_smem,
-                          row_bars, slot)
-      if drop is not None:  # the query rows' dropout keys (r_i, m_i)
-        drop.copy_rows(b, rows[2], rows[1], key_smem, key_bars, slot)
-    return g0 + group * n_steps
+    _dkdv_producer(items, work_item, sync, cfg, group,
+                   ((q_ref, do_ref), (q_smems, do_smems), (q_bars, do_bars)),
+                   row_ring,
+                   (drop, key_smem, key_bars) if drop is not None else None)
 
   _by_role(wg, cfg, _producer, _consumer, cfg.dkdv_registers)
 
@@ -1119,17 +1221,13 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       plgpu.barrier_wait(v_bars.at[slot])
       stagger.wait(j)
 
-      def probs(s):  # -> (P, the soft-cap's tanh?)  (Alg. 2 line 11)
-        x, th, lse2 = logits(s)
-        if alibi:
-          x = ab.add_rest(x, 1.0) if fold else x + ab.full()
-        if masked:
-          ok = fwd.query_tile_visible(spec, item, b, n, q_base, ki, (bq, bk),
-                                      q_seg if spec.has_segments else None,
-                                      kv_seg_ref, mask_ref)
-          x = jnp.where(ok, x, masks.MASK_VALUE)
-        p = jnp.exp2(x if lse2 is None else x - lse2)
-        return (p,) if th is None else (p, th)
+      visible = lambda: fwd.query_tile_visible(
+          spec, item, b, n, q_base, ki, (bq, bk),
+          q_seg if spec.has_segments else None, kv_seg_ref, mask_ref)
+      probs = functools.partial(  # S -> (P, the soft-cap's tanh?)
+          _probs, logits=logits, visible=visible if masked else None,
+          alibi=(ab.add_rest if fold else ab.full)
+          if alibi and (xchg is None or w == 0) else None, fold=fold)
 
       # -- S = Q K^T and dP - delta = dO V^T - delta  [bq, bk]
       if xchg is None:  # P computed while the dP wgmma runs

@@ -1,8 +1,10 @@
 """Tile shapes of the Mosaic GPU (Hopper) forward.
 
 A frozen, validated config and the frozen per-(head dim, causal) table that
-``MosaicConfig.default`` reads.  The measured number behind every entry is in
-``docs/mosaic.md`` (H200, JAX 0.11.2, bf16, the FlashAttention-paper workload).
+``MosaicConfig.default`` reads.  The measured number behind every entry is
+written beside it (H200 unless named, JAX 0.11.2, bf16, the
+FlashAttention-paper workload); docs/design.md has the decisions, and the
+run-by-run history is at commit 29bf24f (``git show 29bf24f:docs/mosaic.md``).
 """
 from __future__ import annotations
 
@@ -114,7 +116,8 @@ class MosaicConfig:
               kv_seqlen: int = 0, dropout: bool = False,
               q_seqlen: int = 0, alibi: bool = False,
               window: bool = False) -> "MosaicConfig":
-    """The tuned entry for a (padded) head dim; see docs/mosaic.md.
+    """The tuned entry for a (padded) head dim (docs/design.md; the runs
+    named below are in the history at commit 29bf24f).
 
     kv_seqlen >= 16384 with d64 causal: block_kv=256 (S16k: 468 vs 434
     TFLOP/s for 128 in run 9, 458 vs 443 in session 1 run 3; at S4k 128 is
@@ -197,7 +200,8 @@ class MosaicConfig:
 
 # Shared memory per CTA on Hopper is 227 KiB; the entries stay inside it for
 # every head dim they cover (d <= 256 pads to a multiple of 64).  Measured on
-# H200 2026-11-21 (docs/mosaic.md; same-run differences under ~4% are noise):
+# H200 2026-11-21 (history at commit 29bf24f; same-run differences under ~4%
+# are noise):
 # * d64 non-causal: block_kv=256 beats 128 by 3-6% (S4k 431-439 vs 412-428
 #   TFLOP/s, S16k 460-470 vs 441-453): half as many turns of the ring.
 # * d64 causal: block_kv=128 (S4k 364-386 vs 350-383 with 256: the diagonal
@@ -471,7 +475,8 @@ class MosaicBackwardConfig:
   def default(cls, head_dim: int, causal: bool, dropout: bool = False,
               alibi: bool = False, soft_cap: bool = False,
               deterministic: bool = True) -> "MosaicBackwardConfig":
-    """The entry for a (padded) head dim; see docs/mosaic.md.  ``alibi``
+    """The entry for a (padded) head dim (docs/design.md; the runs named
+    below are in the history at commit 29bf24f).  ``alibi``
     and ``soft_cap`` decide only d128 without dropout (``soft_cap``: only
     without ALiBi).  ``deterministic=False`` (``flash_attention``'s flag)
     takes the fused kernel with f32 dQ adds where it was measured faster
@@ -537,7 +542,7 @@ class MosaicBackwardConfig:
       stagger lost there: S16k C backward without it, against the
       staggered default, +6.0 / +4.3% (run 158) and +2.0 / +3.3% (run 159),
       two executables each, gradients bitwise equal
-      (benchmarks/results/kept_ds_2026-11-24_h100).  H100, 2026-11-24,
+      (history at commit 29bf24f).  H100, 2026-11-24,
       runs 136-137 (``drop_ab.py``, dropout 0.1, backward TFLOP/s against
       the 64-key default of the same process, two executables each):
       128-key steps S16k C +1 / +5%, +5 / +5%; S4k C +4 / +3%, +4 / +4%;

@@ -600,8 +600,8 @@ class DropoutTiles:
   producer's TMA ring with the tiles (``ring_cols``; the dK/dV kernel's
   row keys likewise, ``ring_rows``).  With global loads after the score
   GEMMs instead, the backward ran at 0.61-0.70x of its no-dropout speed;
-  with the rings at 0.67-0.78x (H100, run 46,
-  benchmarks/results/dropout_cost_2026-11-23e_h100)."""
+  with the rings at 0.67-0.78x (H100, 2026-11-23, run 46; history at
+  commit 29bf24f)."""
 
   def __init__(self, refs, rate: float, shape, q_dim: int):
     self.add_ref, self.mul_ref, self.col_ref = refs
@@ -698,6 +698,98 @@ def load_kv_tiles(item: _Item, group: int, block_kv: int, num_stages: int,
                                 key_bars.at[slot])
 
 
+def _logits_base2(s, scale: float, cap: float | None):
+  """scale, soft-cap, then x log2(e): what exp2 takes."""
+  if cap is not None:
+    return jnp.tanh(s * (scale / cap)) * (cap * _LOG2E)
+  return s * (scale * _LOG2E)
+
+
+def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
+                  alibi: bool, fold: bool):
+  """FA-2 Alg. 1 line 9 on one score tile S [bq, bk], in base 2: the
+  logits (scale, soft-cap, ALiBi), the mask where ``visible`` (a callable
+  giving the visible [bq, bk], or None for a tile with nothing masked), the
+  new running max m_new [bq] from m_i and P = exp2(x - m_new); returns
+  (m_new, P).  ``ab``: the tile's ``AlibiTile``; folded (``fold``), its
+  k_vec is in S already and its q_vec joins each row's max and shift (m_i
+  stays the max of the true logits)."""
+  def max_and_shift(row_max):  # -> m_new, what exp2 subtracts
+    if fold:
+      m_new = jnp.maximum(m_i, row_max + ab.q_vec)
+      return m_new, m_new - ab.q_vec
+    m_new = jnp.maximum(m_i, row_max)
+    return m_new, m_new
+
+  bcast = lambda x: lax.broadcast_in_dim(x, s.shape, [0])
+
+  if fold:
+    s = ab.add_rest(s, scale * _LOG2E)
+  fma = visible is None and cap is None and scale > 0
+  if fma:  # max commutes with a positive scale: one FMA per score
+    c = scale * _LOG2E
+    m_new, shift = max_and_shift(s.max(axis=1) * c)
+    return m_new, jnp.exp2(s * c - bcast(shift))
+  s = _logits_base2(s, scale, cap)
+  if alibi and not fold:
+    s = s + ab.full()
+  if visible is not None:
+    s = jnp.where(visible(), s, _MASK)
+  m_new, shift = max_and_shift(s.max(axis=1))
+  return m_new, jnp.exp2(s - bcast(shift))
+
+
+def _add_pv(acc, p16, v_smem, interpret: bool, in_flight=lambda: None):
+  """O += P V  [bq, H] (FA-2 Alg. 1 line 10's P V) on the tensor cores, P
+  [bq, bk] from registers, V [bk, H] in shared memory; ``in_flight`` runs
+  while the wgmma does."""
+  if interpret:
+    # GPU interpret mode models neither a register operand of wgmma nor
+    # pl.run_state accumulators: same product, as a plain dot.
+    acc = acc + jnp.dot(p16, v_smem[...], preferred_element_type=jnp.float32)
+    in_flight()
+    return acc
+
+  def pv(acc_ref):
+    plgpu.wgmma(acc_ref, p16, v_smem)
+    in_flight()
+  return pl.run_state(pv)(plgpu.ACC.init(acc))
+
+
+def _epilogue(acc, m_i, l_i, q_len, q_base, rate: float, dtype, out, o_dst,
+              lse_smem, lse_dst):
+  """A consumer's epilogue (FA-2 Alg. 1 lines 12-15): O = acc / l  [bq, H]
+  and LSE = m + log l  [bq] (m, l in base 2), by TMA into ``o_dst(cols)``
+  ([bq, cols] of O in HBM) and ``lse_dst`` [bq] through shared memory.
+  Rows at or past ``q_len`` (the tile's first row is ``q_base``) and fully
+  masked rows give O = 0 and LSE = +inf; dropout scales O by
+  1 / (1 - rate).  ``out``: (width, slots, buffer(d)): O leaves in
+  [bq, width] pieces, piece d through ``buffer(d)``, one of ``slots``
+  shared-memory slots, a slot rewritten once the TMA store that last read
+  it is done (at most slots - 1 stores in flight): Q's buffer, one piece
+  [bq, H], or in a persistent kernel (Q's buffer holds the next item's Q)
+  [bq, OUT_COLS] pieces through the consumer's out_slots(H) slots (by the
+  LSE write, all stores of the previous item are done as well)."""
+  bq, head_dim = acc.shape
+  rows = plgpu.broadcasted_iota(jnp.int32, (bq, head_dim), 0, layout=_WGMMA)
+  in_len = jnp.where(rows < q_len - q_base, 1.0, 0.0).max(axis=1)
+  ok = (m_i > 0.5 * _MASK) & (in_len > 0.5) & (l_i > 0.0)
+  l_safe = jnp.where(ok, l_i, 1.0)
+  norm = l_safe * (1.0 - rate) if rate > 0.0 else l_safe  # dropout
+  inv = jnp.where(ok, 1.0 / norm, 0.0)
+  acc = acc * lax.broadcast_in_dim(inv, acc.shape, [0])
+  lse = jnp.where(ok, m_i * _LN2 + jnp.log(l_safe), jnp.inf)
+  width, slots, out_buf = out
+  for d in range(head_dim // width):
+    plgpu.wait_smem_to_gmem(slots - 1, wait_read_only=True)
+    out_buf(d)[...] = acc[:, d * width:(d + 1) * width].astype(dtype)
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(out_buf(d), o_dst(pl.ds(d * width, width)))
+  lse_smem[...] = lse
+  plgpu.commit_smem()
+  plgpu.copy_smem_to_gmem(lse_smem, lse_dst)
+
+
 def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       spec: masks.MaskSpec, scale: float, cap: float | None,
                       block_q: int, block_kv: int, num_stages: int,
@@ -760,27 +852,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         plgpu.copy_gmem_to_smem(q_ref.at[item.b, rows, item.n], q_smem,
                                 q_bars.at[wg])
 
-      def logits_base2(s):
-        """scale, soft-cap, then x log2(e): what exp2 takes."""
-        if cap is not None:
-          return jnp.tanh(s * (scale / cap)) * (cap * _LOG2E)
-        return s * (scale * _LOG2E)
-
       def add_pv(acc, p16, slot, in_flight=lambda: None):
-        """O += P V_slot  [bq, H] on the tensor cores; ``in_flight`` runs
-        while the wgmma does."""
-        if interpret:
-          # GPU interpret mode models neither a register operand of wgmma
-          # nor pl.run_state accumulators: same product, as a plain dot.
-          acc = acc + jnp.dot(p16, v_smems.at[slot][...],
-                              preferred_element_type=jnp.float32)
-          in_flight()
-          return acc
-
-        def pv(acc_ref):
-          plgpu.wgmma(acc_ref, p16, v_smems.at[slot])
-          in_flight()
-        return pl.run_state(pv)(plgpu.ACC.init(acc))
+        return _add_pv(acc, p16, v_smems.at[slot], interpret, in_flight)
 
       def run_item(i, g0):
         """Work item i; its step j uses ring slot (g0 + j) % num_stages."""
@@ -834,37 +907,15 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           return ab.k_init(scale * _LOG2E) if fold else None
 
         def tile_softmax(s, m_i, ki, *, masked: bool, ab=None):
-          """Mask, new running max and exp2 of one score tile (base 2).
-          ``ab``: the tile's ALiBi; folded (``fold``), its k_vec is in s
-          already and its q_vec joins each row's max and shift (m_i stays
-          the max of the true logits)."""
-          def max_and_shift(row_max):  # -> m_new, what exp2 subtracts
-            if fold:
-              m_new = jnp.maximum(m_i, row_max + ab.q_vec)
-              return m_new, m_new - ab.q_vec
-            m_new = jnp.maximum(m_i, row_max)
-            return m_new, m_new
-
-          bcast = lambda x: lax.broadcast_in_dim(x, s.shape, [0])
-
-          if fold:
-            s = ab.add_rest(s, scale * _LOG2E)
-          fma = not masked and cap is None and scale > 0
-          if fma:  # max commutes with a positive scale: one FMA per score
-            c = scale * _LOG2E
-            m_new, shift = max_and_shift(s.max(axis=1) * c)
-            return m_new, jnp.exp2(s * c - bcast(shift))
-          s = logits_base2(s)
-          if alibi and not fold:
-            s = s + ab.full()
+          """``_tile_softmax`` of the score tile of kv tile ki."""
+          visible = None
           if masked:
-            ok = query_tile_visible(spec, item, b, n, q_base, ki, (bq, bk),
-                                    q_seg if spec.has_segments else None,
-                                    kv_seg_ref, mask_ref,
-                                    per_row=head_dim <= 64)
-            s = jnp.where(ok, s, _MASK)
-          m_new, shift = max_and_shift(s.max(axis=1))
-          return m_new, jnp.exp2(s - bcast(shift))
+            visible = lambda: query_tile_visible(
+                spec, item, b, n, q_base, ki, (bq, bk),
+                q_seg if spec.has_segments else None, kv_seg_ref, mask_ref,
+                per_row=head_dim <= 64)
+          return _tile_softmax(s, m_i, ab, visible, scale=scale, cap=cap,
+                               alibi=alibi, fold=fold)
 
         def step(j, carry, *, masked: bool, side=None):
           """S(j), softmax(j), then O += P(j) V(j) (FA-2 Alg. 1 inner loop)."""
@@ -973,7 +1024,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             pl.when(i + 1 < num_items)(
                 lambda: load_q(work_item(i + 1, lengths=False)))
 
-        if not overlap_softmax:
+        def in_turns(acc, m_i, l_i):
+          """The item's steps (``step``), the consumers taking turns."""
           pl.when(n_steps > 0)(
               lambda: plgpu.barrier_wait(k_bars.at[slot_of(0)]))
           # Consumer c > 0 starts after consumer c - 1's first S GEMM is
@@ -992,7 +1044,11 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             # has this order built in (its first step takes the turn).
             pl.when(wg == 1)(sync.pass_turn)
             pl.when(wg == 0)(sync.take_turn)
-        else:
+          return acc, m_i, l_i
+
+        def overlapped(acc, m_i, l_i):
+          """The item's steps with softmax overlap (``overlapped_step``),
+          then the last O += P V."""
           # Turns cover whole GEMM-issue sections; consumer 0 goes first.
           # All consumers share n_steps: with no steps there is no turn.
           pl.when((wg == last_wg) & (n_steps > 0))(sync.pass_turn)
@@ -1010,40 +1066,21 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             sync.release(1, last)
             return acc
 
-          acc = lax.cond(n_steps > 0, last_pv, lambda acc: acc, acc)
+          return lax.cond(n_steps > 0, last_pv, lambda acc: acc, acc), m_i, l_i
 
-        # -- epilogue: normalise; fully masked / padding rows give 0 and +inf
-        rows = plgpu.broadcasted_iota(jnp.int32, (bq, head_dim), 0,
-                                      layout=_WGMMA)
-        in_len = jnp.where(rows < item.q_len - q_base, 1.0, 0.0).max(axis=1)
-        ok = (m_i > 0.5 * _MASK) & (in_len > 0.5) & (l_i > 0.0)
-        l_safe = jnp.where(ok, l_i, 1.0)
-        norm = l_safe * (1.0 - rate) if rate > 0.0 else l_safe  # dropout
-        inv = jnp.where(ok, 1.0 / norm, 0.0)
-        acc = acc * lax.broadcast_in_dim(inv, acc.shape, [0])
-        lse = jnp.where(ok, m_i * _LN2 + jnp.log(l_safe), jnp.inf)
-        if num_ctas:
-          # Q's buffer already holds the next item's Q: O leaves in
-          # [bq, OUT_COLS] pieces through out_slots(H) slots, a slot rewritten
-          # once the TMA store that last read it is done (at most slots - 1
-          # stores in flight).  By the LSE write below, all stores of the
-          # previous item are done as well.
-          width, slots = OUT_COLS, o_smems.shape[1]
-          out_buf = lambda d: o_smems.at[wg, d % slots]
+        # -- FA-2 Alg. 1 lines 6-11 over the item's kv tiles
+        acc, m_i, l_i = (overlapped if overlap_softmax else in_turns)(
+            acc, m_i, l_i)
+
+        # -- epilogue (Alg. 1 lines 12-15)
+        if num_ctas:  # Q's buffer already holds the next item's Q
+          out = (OUT_COLS, o_smems.shape[1],
+                 lambda d: o_smems.at[wg, d % o_smems.shape[1]])
         else:  # Q is no longer read: its buffer takes O, one store
-          width, slots = head_dim, 1
-          out_buf = lambda d: q_smem
-        for d in range(head_dim // width):
-          plgpu.wait_smem_to_gmem(slots - 1, wait_read_only=True)
-          out_buf(d)[...] = acc[:, d * width:(d + 1) * width].astype(dtype)
-          plgpu.commit_smem()
-          cols = pl.ds(d * width, width)
-          plgpu.copy_smem_to_gmem(out_buf(d),
-                                  out_ref.at[b, pl.ds(q_base, bq), n, cols])
-        lse_smem = lse_smems.at[wg]
-        lse_smem[...] = lse
-        plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[b, n, pl.ds(q_base, bq)])
+          out = (head_dim, 1, lambda d: q_smem)
+        _epilogue(acc, m_i, l_i, item.q_len, q_base, rate, dtype, out,
+                  lambda cols: out_ref.at[b, pl.ds(q_base, bq), n, cols],
+                  lse_smems.at[wg], lse_ref.at[b, n, pl.ds(q_base, bq)])
         return g0 + n_steps
 
       items.run(run_item)
@@ -1052,25 +1089,46 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
     @pl.when(wg == consumers)
     def _producer():
       plgpu.set_max_registers(_REGISTERS[consumers][1], action="decrease")
+      _kv_producer(items, work_item, sync, group, bk, num_stages,
+                   ((k_ref, v_ref), (k_smems, v_smems), (k_bars, v_bars)),
+                   (1, drop.col_ref, key_smem, key_bars)
+                   if drop is not None else None)
 
-      def run_item(i, g0):
-        item = work_item(i, lengths=False)
-        load_kv_tiles(item, group, bk, num_stages, sync, (k_ref, v_ref),
-                      (k_smems, v_smems), (k_bars, v_bars), g0,
-                      (1, drop.col_ref, key_smem, key_bars)
-                      if drop is not None else None)
-        return g0 + item.n_steps
+  pl.run_scoped(entry, *_scratch(dtype, head_dim, bq, bk, num_stages,
+                                 consumers, num_ctas > 0, rate > 0.0,
+                                 interpret),
+                collective_axes="wg")
 
-      steps = items.run(run_item)
 
-      # Drain: match the consumers' release of the last slots, so that no
-      # barrier is left mid-phase when the CTA exits.
-      @pl.loop(jnp.maximum(0, steps - num_stages), steps)
-      def _(g):
-        slot = lax.rem(g, num_stages)
-        sync.await_release(0, slot)
-        sync.await_release(1, slot)
+def _kv_producer(items: schedule.Items, work_item, sync: _Sync, group: int,
+                 block_kv: int, num_stages: int, kv, keys):
+  """The forward's producer warpgroup (FA-2 Alg. 1 line 7's loads of K_j
+  and V_j): the K and V tiles [block_kv, H] of every step of the CTA's
+  items into the ring (``load_kv_tiles``; ``kv``: (refs, smems, barriers)
+  of K and V, ``keys``: its dropout column keys), then a drain."""
+  def run_item(i, g0):
+    item = work_item(i, lengths=False)
+    load_kv_tiles(item, group, block_kv, num_stages, sync, *kv, g0, keys)
+    return g0 + item.n_steps
 
+  steps = items.run(run_item)
+
+  # Drain: match the consumers' release of the last slots, so that no
+  # barrier is left mid-phase when the CTA exits.
+  @pl.loop(jnp.maximum(0, steps - num_stages), steps)
+  def _(g):
+    slot = lax.rem(g, num_stages)
+    sync.await_release(0, slot)
+    sync.await_release(1, slot)
+
+
+def _scratch(dtype, head_dim: int, bq: int, bk: int, num_stages: int,
+             consumers: int, persistent: bool, dropout: bool,
+             interpret: bool):
+  """(shared memory, barriers) of the forward kernel: Q [C, bq, H], the K
+  and V rings [stages, bk, H], O's store slots (persistent), the LSE rows
+  [C, bq] f32, dropout's column keys [stages, bk] int32; the TMA barriers
+  (and in interpret mode stand-ins for ``_Sync``'s named barriers)."""
   tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
   smem = (
       plgpu.SMEM((consumers, bq, head_dim), dtype, transforms=tiled),
@@ -1078,10 +1136,10 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
       plgpu.SMEM((num_stages, bk, head_dim), dtype, transforms=tiled),
       # O store slots (persistent only; else O reuses Q's buffer)
       plgpu.SMEM((consumers, out_slots(head_dim), bq, OUT_COLS), dtype,
-                 transforms=tiled) if num_ctas else (),
+                 transforms=tiled) if persistent else (),
       plgpu.SMEM((consumers, bq), jnp.float32),
   )
-  if rate > 0.0:  # dropout column keys, with V (``load_kv_tiles``)
+  if dropout:  # dropout column keys, with V (``load_kv_tiles``)
     smem += (plgpu.SMEM((num_stages, bk), jnp.int32),)
   barriers = (
       plgpu.Barrier(num_barriers=consumers),  # Q loaded
@@ -1094,9 +1152,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),  # V
         plgpu.Barrier(num_barriers=consumers),  # turns
     )
-  if rate > 0.0:  # dropout column keys landed
+  if dropout:  # dropout column keys landed
     barriers += (plgpu.Barrier(num_barriers=num_stages),)
-  pl.run_scoped(entry, smem, barriers, collective_axes="wg")
+  return smem, barriers
 
 
 # --------------------------------------------------------------------------
@@ -1235,7 +1293,8 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
     # Groups of heads whose K/V fit head_group_mib, q tiles slowest within
     # a group: the items running at once read few heads' K/V, which L2
     # holds.  (Without groups they read every head's K/V from HBM; at the
-    # power cap that cost the clock 14%, docs/mosaic.md session 4.)
+    # power cap that cost the clock 14%: H200, session 4, history at
+    # commit 29bf24f.)
     kv_bytes = 2 * b * sp * hp * q.dtype.itemsize * kh // n  # per q head
     hg = schedule.heads_per_group(n, kv_bytes, cfg.head_group_mib)
   order = schedule.launch_order(b, n, num_q_tiles, cfg.heads_inner, hg)
