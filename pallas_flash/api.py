@@ -109,12 +109,11 @@ def flash_attention(
     deterministic: ``True`` (default): the gradients are the same bits on
       every run.  ``False`` lets the Mosaic (Hopper) backward add dQ in
       whatever order its CTAs finish (f32 TMA reduce-add), where that is
-      faster: head dim 64 without dropout (H200 run 213, issue 12's
-      command: backward 1.14-1.22x cuDNN's against 1.02-1.13x
-      deterministic).  At head dim 128 the deterministic kernels are the
-      faster since run 246 (1.036 / 1.007x cuDNN's at S = 4k / 16k
-      non-causal, against 0.993 / 0.991x), so the flag changes nothing
-      there.  Other backends are deterministic either way;
+      faster: head dim 64 without dropout (H200, 2026-11-25: backward
+      1.14-1.22x cuDNN's against 1.02-1.13x deterministic).  At head dim
+      128 the deterministic kernels are the faster (1.036 / 1.007x cuDNN's
+      at S = 4k / 16k non-causal, against 0.993 / 0.991x), so the flag
+      changes nothing there.  Other backends are deterministic either way;
       an explicit ``MosaicConfig(backward=...)`` overrides it.
     config: backend tuning (``pallas_flash.TritonConfig`` for ``"triton"``;
       a ``pallas_flash.decode.DecodeConfig`` with ``"triton"`` forces the
