@@ -450,18 +450,23 @@ def _split_kv(q, k, v, table, arrays: masks.MaskArrays, params: KernelParams,
   if splits > 1:
     # Partials of all splits of a row tile ([splits, block_r, Hp] f32 and
     # [splits, block_r], padded rows and columns included) and one ticket
-    # counter per (batch, kv head, row tile), zeroed for each call.
+    # counter per (batch, kv head, row tile), zeroed for each call.  The
+    # splits axis is rounded up to a power of two: the merge's masked
+    # power-of-two loads then stay inside the buffer (JAX >= 0.12 rejects a
+    # static slice past a Ref's shape); the extra rows are never written or
+    # read.
     padded = row_tiles * block_r
+    splits_p = pl.next_power_of_2(splits)
     ticket_spec = spec((None, None, row_tiles), lambda i, bi, hi: (bi, hi, 0))
     out_specs += [
-        spec((None, None, splits, block_r, hp),
+        spec((None, None, splits_p, block_r, hp),
              lambda i, bi, hi: (bi, hi, 0, i // splits, 0)),
-        spec((None, None, splits, block_r),
+        spec((None, None, splits_p, block_r),
              lambda i, bi, hi: (bi, hi, 0, i // splits)),
         ticket_spec]
     out_shape += [
-        jax.ShapeDtypeStruct((b, kh, splits, padded, hp), jnp.float32),
-        jax.ShapeDtypeStruct((b, kh, splits, padded), jnp.float32),
+        jax.ShapeDtypeStruct((b, kh, splits_p, padded, hp), jnp.float32),
+        jax.ShapeDtypeStruct((b, kh, splits_p, padded), jnp.float32),
         jax.ShapeDtypeStruct((b, kh, row_tiles), jnp.int32)]
     ticket_ops = [jnp.zeros((b, kh, row_tiles), jnp.int32)]
     ticket_specs = [ticket_spec]
