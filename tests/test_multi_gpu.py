@@ -55,7 +55,7 @@ def _close(got, want, dtype, what):
 @functools.cache
 def _one_device(case):
   """The case's fwd + bwd on one GPU, unsharded: (inputs, results)."""
-  q, k, v, arrays, static = case.inputs(_mesh((1,)))
+  q, k, v, arrays, static = case.inputs(_mesh((1,) * len(case.mesh_shape(2))))
   d_out = jnp.asarray(np.random.default_rng(1).standard_normal(
       q.shape, np.float32)).astype(q.dtype)
   _, fwd_bwd = sharded_fns(static)
