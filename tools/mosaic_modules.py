@@ -218,8 +218,8 @@ def lower_call(w: workloads.Workload) -> str:
   def loss(q, k, v, arrays):
     return pf.flash_attention(q, k, v, **static, **arrays).astype(
         jnp.float32).sum()
-  with mock.patch.object(api, "_on_gpu", lambda: True), \
-      mock.patch.object(api, "_is_hopper", lambda: True), \
+  with mock.patch.object(_dispatch, "on_gpu", lambda: True), \
+      mock.patch.object(_dispatch, "is_hopper", lambda: True), \
       mock.patch.object(mosaic_forward, "check_supported", lambda *a: None), \
       mock.patch.object(mosaic_forward, "_num_sms", lambda: 132):
     lowered = jax.jit(jax.grad(loss, (0, 1, 2))).trace(

@@ -65,11 +65,11 @@ import numpy as np
 
 from pallas_flash import masks
 from pallas_flash.mosaic import forward as fwd
+from pallas_flash.mosaic.forward import COL, ROW, WGMMA
 from pallas_flash.mosaic import schedule
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 from pallas_flash.params import KernelParams
 
-_WGMMA, _ROW, _COL = fwd._WGMMA, fwd._ROW, fwd._COL
 segment_ids = fwd.segment_ids
 _LOG2E = math.log2(math.e)
 _TILED = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
@@ -78,7 +78,7 @@ _TILED = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
 def _config(params: KernelParams, q, arrays: masks.MaskArrays | None
             ) -> tuple[int, MosaicBackwardConfig]:
   """(padded head dim, the backward config: given or the table's default)."""
-  hp = fwd._round_up(q.shape[-1], 64)
+  hp = fwd.round_up(q.shape[-1], 64)
   cfg = params.config.backward if isinstance(params.config,
                                              MosaicConfig) else None
   cfg = cfg or MosaicBackwardConfig.default(
@@ -87,7 +87,7 @@ def _config(params: KernelParams, q, arrays: masks.MaskArrays | None
       soft_cap=params.logits_soft_cap is not None,
       deterministic=params.deterministic)
   if cfg.split_head_dim:  # each consumer's share of columns: 64s
-    hp = fwd._round_up(hp, 64 * cfg.consumers)
+    hp = fwd.round_up(hp, 64 * cfg.consumers)
   return hp, cfg
 
 
@@ -156,7 +156,7 @@ def _scores(terms, interpret: bool, on_first=None, n_first: int = 1):
     for ref, value in zip(out_refs, on_first(first)):
       ref[...] = value
 
-  zeros = plgpu.layout_cast(jnp.zeros(first_shape, jnp.float32), _WGMMA)
+  zeros = plgpu.layout_cast(jnp.zeros(first_shape, jnp.float32), WGMMA)
   _, *rest_and_outs = pl.run_state(body)((*accs, *(zeros,) * n_first))
   return (tuple(rest_and_outs[n - 1:]), *rest_and_outs[:n - 1])
 
@@ -174,12 +174,12 @@ def _row_terms(lse2, delta, shape, dim: int, scale: float,
   stays live next to the score tiles.  lse2 = +inf (a fully masked or
   padded row) gives -inf, P = 0."""
   bcast = lambda x: plgpu.layout_cast(lax.broadcast_in_dim(x, shape, [dim]),
-                                      _WGMMA)
+                                      WGMMA)
   c = scale * _LOG2E
   if cap is None and scale > 0:
     return (bcast(-lse2 / c), bcast(-delta),
             lambda acc: (acc * c, None, None))
-  zeros = plgpu.layout_cast(jnp.zeros(shape, jnp.float32), _WGMMA)
+  zeros = plgpu.layout_cast(jnp.zeros(shape, jnp.float32), WGMMA)
   return zeros, bcast(-delta), lambda acc: (*_logits2(acc, scale, cap),
                                             bcast(lse2))
 
@@ -355,7 +355,7 @@ class _RowTile:
         plgpu.barrier_wait(bar)
     if not interpret:
       for i in range(in_registers):
-        self.regs[i] = plgpu.load(self.all[i][0][0], layout=_WGMMA)
+        self.regs[i] = plgpu.load(self.all[i][0][0], layout=WGMMA)
 
   def products(self, i: int, ring_tile):
     """(A, B) operands of (row tile i) @ ring_tile^T, summed over column
@@ -390,8 +390,8 @@ class _Exchange:
 
   def __init__(self, bufs, cfg: MosaicBackwardConfig, mbarriers, steps):
     self.bufs = bufs  # ((dp f32,), (p?, ds)) [rows, cols] tiles
-    # The named barriers after forward._Sync's (config: num_stages <= 3).
-    self.first_id = fwd._BAR_TURN + cfg.consumers + 2 * cfg.num_stages
+    # The named barriers after forward.Sync's (config: num_stages <= 3).
+    self.first_id = fwd.BAR_TURN + cfg.consumers + 2 * cfg.num_stages
     self.mbarriers, self.steps = mbarriers, steps
 
   @staticmethod
@@ -404,8 +404,8 @@ class _Exchange:
   def _barrier(self, op: str, d: int, full: bool):
     i = 2 * d + (0 if full else 1)
     if self.mbarriers is None:
-      fwd._named_barrier("arrive" if op == "arrive" else "sync",
-                         self.first_id + i, 2 * fwd._WG_THREADS)
+      fwd.named_barrier("arrive" if op == "arrive" else "sync",
+                        self.first_id + i, 2 * fwd.WG_THREADS)
     elif op == "arrive":
       plgpu.barrier_arrive(self.mbarriers.at[i])
     else:
@@ -427,7 +427,7 @@ class _Exchange:
     direction 1 the shared-memory refs (``release`` once read)."""
     self._barrier("wait", d, full=True)
     if d == 0:
-      values = [plgpu.load(ref, layout=_WGMMA) for ref in self.bufs[d]]
+      values = [plgpu.load(ref, layout=WGMMA) for ref in self.bufs[d]]
       self.release(d)
       return values
     return [ref[...] for ref in self.bufs[d]] if interpret else self.bufs[d]
@@ -450,7 +450,7 @@ class _DsTiles:
   dK GEMMs (a one-step lag), so a consumer waits only for the other
   consumers' previous step, never for their current one: no meeting per
   step keeps the consumers' softmax phases together, and one can run up to
-  a step ahead.  Named barriers (ids after ``forward._Sync``'s consumer
+  a step ahead.  Named barriers (ids after ``forward.Sync``'s consumer
   turns and Q / dO slot releases; its V-slot ids are unused by this
   kernel), per owner o and parity p, each of C warpgroups' threads:
   full(o, p): o stored its rows of buffer p (``bar.arrive`` by o,
@@ -461,7 +461,7 @@ class _DsTiles:
 
   def __init__(self, ref, cfg: MosaicBackwardConfig, w: int, mbarriers):
     self.ref, self.w, self.c = ref, w, cfg.consumers
-    self.first_id = fwd._BAR_TURN + cfg.consumers + cfg.num_stages
+    self.first_id = fwd.BAR_TURN + cfg.consumers + cfg.num_stages
     assert self.first_id + 4 * self.c <= 16, cfg  # (config: num_stages=2)
     self.others = [o for o in range(self.c) if o != w]
     self.mbarriers = mbarriers
@@ -469,7 +469,7 @@ class _DsTiles:
   def _bar(self, op: str, owner: int, parity, free: bool):
     i = 2 * (2 * owner + free) + parity
     if self.mbarriers is None:
-      fwd._named_barrier(op, self.first_id + i, self.c * fwd._WG_THREADS)
+      fwd.named_barrier(op, self.first_id + i, self.c * fwd.WG_THREADS)
     elif op == "arrive":
       plgpu.barrier_arrive(self.mbarriers.at[i])
     else:
@@ -580,7 +580,7 @@ class _DqShare:
     self.b, self.kt, self.interpret = b, kt, interpret
     self.bq = cfg.block_q_dkv
     (self.rows, self.cols), self.shape = _dq_share(cfg, head_dim, w)
-    self.zeros = plgpu.layout_cast(jnp.zeros(self.shape, jnp.float32), _WGMMA)
+    self.zeros = plgpu.layout_cast(jnp.zeros(self.shape, jnp.float32), WGMMA)
 
   def _rows_of(self, prev):
     tile, _ = prev
@@ -592,7 +592,7 @@ class _DqShare:
     if self.f_ref is None:
       return None
     return plgpu.load(self.f_ref.at[self.b, prev[1], self._rows_of(prev)],
-                      layout=_ROW, optimized=False)
+                      layout=ROW, optimized=False)
 
   def add(self, part, prev, f):
     """TMA reduce-add of a dQ share into dQ in HBM (f32, or fixed-point words
@@ -649,7 +649,7 @@ def _launch(kernel, name, operands, out_type, order, consumers: int,
 # A consumer warpgroup's registers per thread -> the producer's: the
 # forward's splits, and FA3's 240 / 24 for two consumers (both fill the
 # entry's 384 threads x 168, setmaxnreg).
-_PRODUCER_REGISTERS = {**dict(fwd._REGISTERS.values()), 240: 24}
+_PRODUCER_REGISTERS = {**dict(fwd.REGISTERS.values()), 240: 24}
 
 
 def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer,
@@ -667,7 +667,7 @@ def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer,
     # d128) spill at 232 (428 bytes, run 18), not at 240 with a
     # 24-register producer (run 20; FA3's split).
     registers = 240
-  regs = fwd._REGISTERS[c] if registers is None else (
+  regs = fwd.REGISTERS[c] if registers is None else (
       registers, _PRODUCER_REGISTERS[registers])
 
   def consumers():
@@ -689,7 +689,7 @@ def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer,
 
 
 def _interpret_barriers(cfg: MosaicBackwardConfig):
-  """Stand-ins for the named barriers of ``forward._Sync`` (and, with
+  """Stand-ins for the named barriers of ``forward.Sync`` (and, with
   split_head_dim, of ``_Exchange``; in the fused kernel, of ``_DsTiles``)."""
   c, stages = cfg.consumers, cfg.num_stages
   pair_bars = ()
@@ -731,13 +731,13 @@ class _StepRows:
     """(lse2, delta) of query tile ``tile`` of query head n, from HBM."""
     bq = self.cfg.block_q_dkv
     rows = pl.ds(tile * bq, bq)
-    return tuple(plgpu.load(ref.at[self.b, n, rows], layout=_COL,
+    return tuple(plgpu.load(ref.at[self.b, n, rows], layout=COL,
                             optimized=False) for ref in self.refs)
 
   def _ring(self, slot):
     _, _, row_smem, row_bars = self.ring
     plgpu.barrier_wait(row_bars.at[slot])
-    return tuple(plgpu.load(row_smem.at[slot, a], layout=_COL,
+    return tuple(plgpu.load(row_smem.at[slot, a], layout=COL,
                             optimized=False) for a in range(2))
 
   def of_step(self, slot, n, qt):
@@ -871,7 +871,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   c, stages = cfg.consumers, cfg.num_stages
   bq, bk = cfg.block_q_dkv, cfg.block_kv_dkv
   wg = lax.axis_index("wg")
-  sync = fwd._Sync(wg, c, stages, interpret_bars if interpret else None)
+  sync = fwd.Sync(wg, c, stages, interpret_bars if interpret else None)
   items = schedule.Items(order, sched_ref)
   kv_sets = k_smems.shape[0] // c if not cfg.split_head_dim else 1
 
@@ -881,10 +881,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     return tuple(coords[a] for a in ("batch", "heads", "kv_tiles"))
 
   def work_item(i, lengths: bool):
-    """``item_coords`` of the CTA's item i and its ``fwd._Item``."""
+    """``item_coords`` of the CTA's item i and its ``fwd.Item``."""
     b, kvh, kt = item_coords(i)
-    return b, kvh, kt, fwd._Item(b, kvh, kt, tiles_ref, cfg.masked_first,
-                                 lengths=lengths)
+    return b, kvh, kt, fwd.Item(b, kvh, kt, tiles_ref, cfg.masked_first,
+                                lengths=lengths)
 
   def _consumer(w):
     stagger = _Stagger(sync, cfg, w)
@@ -916,9 +916,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       kv_seg = segment_ids(kv_seg_ref, b, pl.ds(kv_base, bk), (bk, bq), 0)
     if drop is not None:  # the keys of the CTA's rows: its columns' keys
       drop_cols = drop.cols(pl.ds(kv_base, bk))
-    zeros = plgpu.layout_cast(jnp.zeros((bk, kv.width), jnp.float32), _WGMMA)
+    zeros = plgpu.layout_cast(jnp.zeros((bk, kv.width), jnp.float32), WGMMA)
     prefetch = cfg.prefetch_rows  # (two kernels: not fused, not split)
-    rows_init = (plgpu.layout_cast(jnp.zeros((bq,), jnp.float32), _COL),) * 2 \
+    rows_init = (plgpu.layout_cast(jnp.zeros((bq,), jnp.float32), COL),) * 2 \
         if prefetch else ()
     xchg = None
     if cfg.split_head_dim:
@@ -1018,7 +1018,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         p_th, dp = _scores(((kv.products(0, q_smem), s_init),
                             (kv.products(1, do_smem),
                              plgpu.layout_cast(jnp.zeros((bk, bq), jnp.float32),
-                                               _WGMMA) if kept_ds else dp_init)),
+                                               WGMMA) if kept_ds else dp_init)),
                            interpret,
                            on_first=probs, n_first=1 if cap is None else 2)
         stagger.go(g0 + i)
@@ -1177,8 +1177,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   b, n, qt = (lax.axis_index(a) for a in ("batch", "heads", "q_tiles"))
   if spec.is_causal:  # the last query tiles see the most keys
     qt = num_q_tiles - 1 - qt
-  sync = fwd._Sync(wg, c, stages, interpret_bars if interpret else None)
-  item = fwd._Item(b, n, qt, tiles_ref, cfg.masked_first, lengths=True)
+  sync = fwd.Sync(wg, c, stages, interpret_bars if interpret else None)
+  item = fwd.Item(b, n, qt, tiles_ref, cfg.masked_first, lengths=True)
 
   def _consumer(w):
     stagger = _Stagger(sync, cfg, w)
@@ -1187,7 +1187,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     q_base = qo.first
     qo.load(q_ref, do_ref)
     row_vec = lambda ref: plgpu.load(ref.at[b, n, pl.ds(q_base, bq)],
-                                     layout=_ROW, optimized=False)
+                                     layout=ROW, optimized=False)
     lse_rows, delta = row_vec(lse_ref), row_vec(delta_ref)
     s_init, dp_init, logits = _row_terms(lse_rows, delta, (bq, bk), 0, scale,
                                          cap)
@@ -1198,7 +1198,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       q_seg = segment_ids(q_seg_ref, b, pl.ds(q_base, bq), (bq, bk), 0)
     if drop is not None:  # the keys of the CTA's rows
       drop_rows = drop.rows(b, n, pl.ds(q_base, bq))
-    dq = plgpu.layout_cast(jnp.zeros((bq, qo.width), jnp.float32), _WGMMA)
+    dq = plgpu.layout_cast(jnp.zeros((bq, qo.width), jnp.float32), WGMMA)
     xchg = None
     if cfg.split_head_dim:
       xchg = _Exchange(xchg_smem[0], cfg,
@@ -1311,8 +1311,8 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   dq_cfg = cfg.dq_kernel()  # its own consumer count
   rows_q = dq_cfg.row_tiles * cfg.block_q_dq
   rows_kv = cfg.row_tiles * cfg.block_kv_dkv
-  tp = fwd._round_up(t, math.lcm(rows_q, cfg.block_q_dkv))
-  sp = fwd._round_up(s, math.lcm(rows_kv, cfg.block_kv_dq))
+  tp = fwd.round_up(t, math.lcm(rows_q, cfg.block_q_dkv))
+  sp = fwd.round_up(s, math.lcm(rows_kv, cfg.block_kv_dq))
 
   # delta_i = rowsum(dO_i * O_i)  (Alg. 2 line 4); lse in base 2.
   delta = jnp.einsum("btnh,btnh->bnt", d_out.astype(jnp.float32),

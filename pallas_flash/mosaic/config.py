@@ -94,7 +94,7 @@ class MosaicConfig:
       # pair of consumers (forward._attention_kernel).
       raise ValueError("consumers=3 with persistent=True is not supported")
     # Each stage takes two of the CTA's 16 named barriers; 4 + consumers go
-    # before them (forward._BAR_TURN).
+    # before them (forward.BAR_TURN).
     top = (12 - self.consumers) // 2
     if not (isinstance(self.num_stages, int) and 2 <= self.num_stages <= top):
       raise ValueError(f"num_stages={self.num_stages} must be an int in "
@@ -396,7 +396,7 @@ class MosaicBackwardConfig:
       raise ValueError(f"num_stages={self.num_stages} must be <= 3 with "
                        "split_head_dim=True")
     # Each kernel takes two named barriers per stage after the first
-    # 4 + consumers (forward._Sync): 16 per CTA allow 5 stages with 2
+    # 4 + consumers (forward.Sync): 16 per CTA allow 5 stages with 2
     # consumers, 4 with 3.
     top = (12 - max(self.consumers, self.dq_consumers or 0)) // 2
     if not (isinstance(self.num_stages, int)

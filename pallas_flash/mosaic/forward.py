@@ -26,7 +26,7 @@ The consumers' "slot consumed" signals and the turns are named hardware
 barriers (``bar.arrive`` / ``bar.sync``): an mbarrier arrival from a whole
 warpgroup is 128 shared-memory atomics, a named-barrier arrival is one
 instruction.  The interpreter cannot run PTX, so under ``interpret`` the same
-protocol runs on mbarriers (``_Sync``).
+protocol runs on mbarriers (``Sync``).
 
 Softmax runs in base 2 with the scale folded into the exponent
 (exp2(s * scale * log2 e - m)), one FMA per score.  Causal CTAs are launched
@@ -73,24 +73,26 @@ from pallas_flash.mosaic import schedule
 from pallas_flash.mosaic.config import OUT_COLS, MosaicConfig, out_slots
 from pallas_flash.params import KernelParams
 
-_WGMMA = plgpu.Layout.WGMMA
-_ROW = plgpu.Layout.WGMMA.reduce(1)  # one value per query row
-_COL = plgpu.Layout.WGMMA.reduce(0)  # one value per key column
+# Shared with mosaic/backward.py, so public: the layouts, WG_THREADS,
+# BAR_TURN, REGISTERS, round_up, named_barrier, Sync and Item.
+WGMMA = plgpu.Layout.WGMMA
+ROW = plgpu.Layout.WGMMA.reduce(1)  # one value per query row
+COL = plgpu.Layout.WGMMA.reduce(0)  # one value per key column
 _LOG2E = math.log2(math.e)
 _LN2 = math.log(2.0)
 _MASK = masks.MASK_VALUE
 _DTYPES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
-_WG_THREADS = 128
+WG_THREADS = 128
 # Named barrier ids: 0 is __syncthreads, 1..3 Mosaic's per-warpgroup barriers.
-_BAR_TURN = 4  # 4 .. 4 + consumers - 1: each consumer's turn
+BAR_TURN = 4  # 4 .. 4 + consumers - 1: each consumer's turn
 # Then the "consumed" barriers of the K slots and of the V slots; 16 named
 # barriers per CTA bound MosaicConfig.num_stages.
 # Registers per thread (setmaxnreg; 64K per SM, FA3's split): consumers, then
 # the producer, by the number of consumer warpgroups.
-_REGISTERS = {2: (232, 40), 3: (160, 32)}
+REGISTERS = {2: (232, 40), 3: (160, 32)}
 
 
-def _round_up(x: int, m: int) -> int:
+def round_up(x: int, m: int) -> int:
   return -(-x // m) * m
 
 
@@ -111,7 +113,7 @@ def _config(params: KernelParams, q, k,
   """(padded head dim, the given config or the table's default for it):
   the one place the forward's config is chosen (``check_supported`` and
   ``forward`` both ask here)."""
-  hp = _round_up(q.shape[-1], 64)
+  hp = round_up(q.shape[-1], 64)
   spec = params.spec
   alibi = arrays is not None and arrays.alibi_slopes is not None
   return hp, params.config or MosaicConfig.default(
@@ -151,7 +153,7 @@ def check_supported(params: KernelParams, q, k, v,
 # --------------------------------------------------------------------------
 
 
-def _named_barrier(operation: str, barrier_id, num_threads: int):
+def named_barrier(operation: str, barrier_id, num_threads: int):
   """PTX ``bar.{arrive,sync} id, num_threads`` (a CTA's 16 named barriers)."""
   if isinstance(barrier_id, int):
     @plgpu.inline_mgpu()
@@ -167,7 +169,7 @@ def _named_barrier(operation: str, barrier_id, num_threads: int):
     bar_op(barrier_id.astype(jnp.int32))
 
 
-class _Sync:
+class Sync:
   """The consumers' release of ring slots and the turns on the tensor cores,
   which go round the consumers in a ring (0, 1, .., C - 1, 0, ..).
 
@@ -183,32 +185,32 @@ class _Sync:
     self.mbarriers = mbarriers
 
   def _free(self, kind: int, slot):
-    return _BAR_TURN + self.consumers + kind * self.num_stages + slot
+    return BAR_TURN + self.consumers + kind * self.num_stages + slot
 
   def release(self, kind: int, slot):  # consumer: K (kind 0) / V (1) slot read
     if self.mbarriers is None:
-      _named_barrier("arrive", self._free(kind, slot),
-                     (self.consumers + 1) * _WG_THREADS)
+      named_barrier("arrive", self._free(kind, slot),
+                    (self.consumers + 1) * WG_THREADS)
     else:
       plgpu.barrier_arrive(self.mbarriers[kind].at[slot])
 
   def await_release(self, kind: int, slot):  # producer
     if self.mbarriers is None:
-      _named_barrier("sync", self._free(kind, slot),
-                     (self.consumers + 1) * _WG_THREADS)
+      named_barrier("sync", self._free(kind, slot),
+                    (self.consumers + 1) * WG_THREADS)
     else:
       plgpu.barrier_wait(self.mbarriers[kind].at[slot])
 
   def pass_turn(self):  # consumer: the next consumer may use the tensor cores
     nxt = lax.rem(self.wg + 1, self.consumers)
     if self.mbarriers is None:
-      _named_barrier("arrive", _BAR_TURN + nxt, 2 * _WG_THREADS)
+      named_barrier("arrive", BAR_TURN + nxt, 2 * WG_THREADS)
     else:
       plgpu.barrier_arrive(self.mbarriers[2].at[nxt])
 
   def take_turn(self):  # consumer: wait until the previous one passed it
     if self.mbarriers is None:
-      _named_barrier("sync", _BAR_TURN + self.wg, 2 * _WG_THREADS)
+      named_barrier("sync", BAR_TURN + self.wg, 2 * WG_THREADS)
     else:
       plgpu.barrier_wait(self.mbarriers[2].at[self.wg])
 
@@ -217,13 +219,13 @@ class _Sync:
     split_head_dim, which overwrites the row tile they share; the backward
     takes no turns, so it uses consumer 0's turn barrier)."""
     if self.mbarriers is None:
-      _named_barrier("sync", _BAR_TURN, self.consumers * _WG_THREADS)
+      named_barrier("sync", BAR_TURN, self.consumers * WG_THREADS)
     else:
       plgpu.barrier_arrive(self.mbarriers[3])
       plgpu.barrier_wait(self.mbarriers[3])
 
 
-class _Item:
+class Item:
   """One work item: rows [qt * C * block_q, (qt + 1) * C * block_q) of head
   n of batch row b, with its kv tile bounds and lengths (``tile_table``).
 
@@ -255,8 +257,8 @@ class _Item:
                   self.full_first + (j - self.n_masked)))
 
 
-def run_steps(item: _Item, step, carry, alibi_tiles=None):
-  """The item's steps in its visiting order (``_Item``): masked edge tiles
+def run_steps(item: Item, step, carry, alibi_tiles=None):
+  """The item's steps in its visiting order (``Item``): masked edge tiles
   and plain full tiles, ``step(j, carry, masked=...)``.
 
   ``alibi_tiles`` (non-causal ALiBi, ``alibi_split``): (t_a, t_b, side_a,
@@ -303,7 +305,7 @@ def segment_ids(ref, b, rows, shape, dim: int):
   """Segment ids of positions ``rows`` of batch row b ([B, T] or [B, S]
   int32), broadcast to a score tile of ``shape`` along which they run on
   axis ``dim``."""
-  ids = plgpu.load(ref.at[b, rows], layout=_ROW if dim == 0 else _COL,
+  ids = plgpu.load(ref.at[b, rows], layout=ROW if dim == 0 else COL,
                    optimized=False)
   return lax.broadcast_in_dim(ids, shape, [dim])
 
@@ -316,7 +318,7 @@ def dense_tile(mask_ref, b, n, rows, cols):
   return mask_ref.at[mb, mn, rows, cols]
 
 
-def tile_visible(spec: masks.MaskSpec, item: _Item, row_start, col_start,
+def tile_visible(spec: masks.MaskSpec, item: Item, row_start, col_start,
                  shape, kv_major: bool, segments=None, dense=None,
                  per_row: bool = True):
   """Element-wise mask of one [rows, cols] score tile, ``masks`` semantics:
@@ -333,14 +335,14 @@ def tile_visible(spec: masks.MaskSpec, item: _Item, row_start, col_start,
   and ``dense()`` -> the dense mask's tile ref (``dense_tile``, read in the
   WGMMA layout), loaded only once needed."""
   iota = lambda dim: plgpu.broadcasted_iota(jnp.int32, shape, dim,
-                                            layout=_WGMMA)
+                                            layout=WGMMA)
   if per_row:
     rows = row_start + plgpu.broadcasted_iota(jnp.int32, shape[:1], 0,
-                                              layout=_ROW)
+                                              layout=ROW)
     lo, n = masks.visible_span(spec, rows, item.q_len, item.kv_len,
                                item.offset, kv_major)
     bcast = lambda x: plgpu.layout_cast(lax.broadcast_in_dim(x, shape, [0]),
-                                        _WGMMA)
+                                        WGMMA)
     d = col_start + iota(1) - bcast(lo)
     ok = d.astype(jnp.uint32) < bcast(n).astype(jnp.uint32)
   else:
@@ -351,11 +353,11 @@ def tile_visible(spec: masks.MaskSpec, item: _Item, row_start, col_start,
   if segments is not None:
     ok = ok & masks.segment_visible(*segments())
   if dense is not None:
-    ok = ok & (plgpu.load(dense(), layout=_WGMMA, optimized=False) != 0)
+    ok = ok & (plgpu.load(dense(), layout=WGMMA, optimized=False) != 0)
   return ok
 
 
-def query_tile_visible(spec: masks.MaskSpec, item: _Item, b, n, q_base, ki,
+def query_tile_visible(spec: masks.MaskSpec, item: Item, b, n, q_base, ki,
                        shape, q_seg, kv_seg_ref, mask_ref,
                        per_row: bool = True):
   """``tile_visible`` of a query-major [block_q, block_kv] score tile: rows
@@ -411,7 +413,7 @@ class AlibiTile:
 
     def rel(start, n, dim):  # start - origin + 0..n-1, the scalar part first
       return (start - origin) + plgpu.broadcasted_iota(
-          jnp.int32, (n,), 0, layout=_ROW if dim == 0 else _COL)
+          jnp.int32, (n,), 0, layout=ROW if dim == 0 else COL)
 
     self._pos = (rel(q_start + offset, n_q, q_dim), rel(k_start, n_k,
                                                          1 - q_dim))
@@ -426,7 +428,7 @@ class AlibiTile:
 
   def _bcast(self, x, dim):
     return plgpu.layout_cast(lax.broadcast_in_dim(x, self.shape, [dim]),
-                             _WGMMA)
+                             WGMMA)
 
   def full(self):
     """The bias of every score of the tile (``masks.alibi_from_terms``)."""
@@ -519,9 +521,9 @@ def _keep_select(pairs, row_keys, col_keys, thresh, query_major: bool):
   shape = xs[0].shape
 
   @plgpu.inline_mgpu(
-      arg_types=(_WGMMA,) * (3 + len(xs) + len(others)),
+      arg_types=(WGMMA,) * (3 + len(xs) + len(others)),
       return_type=tuple(plgpu.ShapeDtypeStruct(shape, jnp.float32,
-                                               layout=_WGMMA) for _ in xs))
+                                               layout=WGMMA) for _ in xs))
   def body(_, c, r, m, *tiles):
     i32 = ir.IntegerType.get_signless(32)
     f32 = ir.F32Type.get()
@@ -617,7 +619,7 @@ class DropoutTiles:
     return cls([refs.pop(0) for _ in range(3)], rate, shape, q_dim)
 
   def _vec(self, ref, dim):
-    x = plgpu.load(ref, layout=_ROW if dim == 0 else _COL, optimized=False)
+    x = plgpu.load(ref, layout=ROW if dim == 0 else COL, optimized=False)
     return lax.broadcast_in_dim(x, self.shape, [dim])
 
   def rows(self, b, n, q_rows):
@@ -652,7 +654,7 @@ class DropoutTiles:
     in jnp.  A tile's first query row is a multiple of 16, so a row's half
     of its pair's word is that of its position in the tile."""
     q_pos = plgpu.broadcasted_iota(jnp.int32, self.shape, self.q_dim,
-                                   layout=_WGMMA)
+                                   layout=WGMMA)
     return dropout.keep((*row_keys, dropout.half_shift(q_pos)), col_keys,
                         self.thresh)
 
@@ -670,8 +672,8 @@ class DropoutTiles:
                         query_major=self.q_dim == 0)
 
 
-def load_kv_tiles(item: _Item, group: int, block_kv: int, num_stages: int,
-                  sync: _Sync, kv_refs, kv_smems, kv_bars, g0=None,
+def load_kv_tiles(item: Item, group: int, block_kv: int, num_stages: int,
+                  sync: Sync, kv_refs, kv_smems, kv_bars, g0=None,
                   keys=None):
   """The producer's loop over an item's steps: TMA copies of the K and V
   tiles of step j into ring slot (g0 + j) % num_stages, each slot refilled
@@ -771,7 +773,7 @@ def _epilogue(acc, m_i, l_i, q_len, q_base, rate: float, dtype, out, o_dst,
   [bq, OUT_COLS] pieces through the consumer's out_slots(H) slots (by the
   LSE write, all stores of the previous item are done as well)."""
   bq, head_dim = acc.shape
-  rows = plgpu.broadcasted_iota(jnp.int32, (bq, head_dim), 0, layout=_WGMMA)
+  rows = plgpu.broadcasted_iota(jnp.int32, (bq, head_dim), 0, layout=WGMMA)
   in_len = jnp.where(rows < q_len - q_base, 1.0, 0.0).max(axis=1)
   ok = (m_i > 0.5 * _MASK) & (in_len > 0.5) & (l_i > 0.0)
   l_safe = jnp.where(ok, l_i, 1.0)
@@ -827,27 +829,27 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
     key_smem = key_smem[0] if drop is not None else None
     key_bars = interpret_bars.pop() if drop is not None else None
     wg = lax.axis_index("wg")
-    sync = _Sync(wg, consumers, num_stages,
-                 interpret_bars if interpret else None)
+    sync = Sync(wg, consumers, num_stages,
+                interpret_bars if interpret else None)
     last_wg = consumers - 1
 
     items = schedule.Items(order, sched_ref if num_ctas else None)
     num_items = items.count
 
-    def work_item(i, lengths: bool = True) -> _Item:
+    def work_item(i, lengths: bool = True) -> Item:
       b, n, qt = schedule.item_of(items.coords(i), order, num_q_tiles,
                                   longest_first)
-      return _Item(b, n, qt, tiles_ref, masked_first, lengths)
+      return Item(b, n, qt, tiles_ref, masked_first, lengths)
 
     @pl.when(wg < consumers)
     def _consumer():
-      plgpu.set_max_registers(_REGISTERS[consumers][0], action="increase")
+      plgpu.set_max_registers(REGISTERS[consumers][0], action="increase")
       q_smem = q_smems.at[wg]
 
-      def q_base_of(item: _Item):  # this consumer's first query row
+      def q_base_of(item: Item):  # this consumer's first query row
         return item.qt * (consumers * bq) + wg * bq
 
-      def load_q(item: _Item):
+      def load_q(item: Item):
         rows = pl.ds(q_base_of(item), bq)
         plgpu.copy_gmem_to_smem(q_ref.at[item.b, rows, item.n], q_smem,
                                 q_bars.at[wg])
@@ -866,10 +868,10 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           pl.when(i == 0)(lambda: load_q(item))
         if spec.has_segments:
           q_seg = segment_ids(q_seg_ref, b, pl.ds(q_base, bq), (bq, bk), 0)
-        m_i = plgpu.layout_cast(jnp.full((bq,), -jnp.inf, jnp.float32), _ROW)
-        l_i = plgpu.layout_cast(jnp.full((bq,), 0.0, jnp.float32), _ROW)
+        m_i = plgpu.layout_cast(jnp.full((bq,), -jnp.inf, jnp.float32), ROW)
+        l_i = plgpu.layout_cast(jnp.full((bq,), 0.0, jnp.float32), ROW)
         acc = plgpu.layout_cast(jnp.full((bq, head_dim), 0.0, jnp.float32),
-                                _WGMMA)
+                                WGMMA)
         plgpu.barrier_wait(q_bars.at[wg])
 
         def slot_of(j):
@@ -982,7 +984,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           plgpu.barrier_wait(k_bars.at[slot])
           sync.take_turn()
           k_t = k_smems.at[slot].transpose((1, 0))
-          zeros_s = plgpu.layout_cast(jnp.zeros((bq, bk), jnp.float32), _WGMMA)
+          zeros_s = plgpu.layout_cast(jnp.zeros((bq, bk), jnp.float32), WGMMA)
 
           def softmax(s):  # -> m, l, P(j), alpha
             sync.release(0, slot)
@@ -1052,7 +1054,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           # Turns cover whole GEMM-issue sections; consumer 0 goes first.
           # All consumers share n_steps: with no steps there is no turn.
           pl.when((wg == last_wg) & (n_steps > 0))(sync.pass_turn)
-          p0 = plgpu.layout_cast(jnp.zeros((bq, bk), dtype), _WGMMA)
+          p0 = plgpu.layout_cast(jnp.zeros((bq, bk), dtype), WGMMA)
           acc, m_i, l_i, p_last = run_steps(item, overlapped_step,
                                             (acc, m_i, l_i, p0), alibi_tiles)
           load_next_q()
@@ -1088,7 +1090,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 
     @pl.when(wg == consumers)
     def _producer():
-      plgpu.set_max_registers(_REGISTERS[consumers][1], action="decrease")
+      plgpu.set_max_registers(REGISTERS[consumers][1], action="decrease")
       _kv_producer(items, work_item, sync, group, bk, num_stages,
                    ((k_ref, v_ref), (k_smems, v_smems), (k_bars, v_bars)),
                    (1, drop.col_ref, key_smem, key_bars)
@@ -1100,7 +1102,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                 collective_axes="wg")
 
 
-def _kv_producer(items: schedule.Items, work_item, sync: _Sync, group: int,
+def _kv_producer(items: schedule.Items, work_item, sync: Sync, group: int,
                  block_kv: int, num_stages: int, kv, keys):
   """The forward's producer warpgroup (FA-2 Alg. 1 line 7's loads of K_j
   and V_j): the K and V tiles [block_kv, H] of every step of the CTA's
@@ -1128,7 +1130,7 @@ def _scratch(dtype, head_dim: int, bq: int, bk: int, num_stages: int,
   """(shared memory, barriers) of the forward kernel: Q [C, bq, H], the K
   and V rings [stages, bk, H], O's store slots (persistent), the LSE rows
   [C, bq] f32, dropout's column keys [stages, bk] int32; the TMA barriers
-  (and in interpret mode stand-ins for ``_Sync``'s named barriers)."""
+  (and in interpret mode stand-ins for ``Sync``'s named barriers)."""
   tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
   smem = (
       plgpu.SMEM((consumers, bq, head_dim), dtype, transforms=tiled),
@@ -1146,7 +1148,7 @@ def _scratch(dtype, head_dim: int, bq: int, bk: int, num_stages: int,
       plgpu.Barrier(num_barriers=num_stages),  # K slot loaded
       plgpu.Barrier(num_barriers=num_stages),  # V slot loaded
   )
-  if interpret:  # stand-ins for the named barriers (_Sync)
+  if interpret:  # stand-ins for the named barriers (Sync)
     barriers += (
         plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),  # K
         plgpu.Barrier(num_arrivals=consumers, num_barriers=num_stages),  # V
@@ -1258,7 +1260,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   hp, cfg = _config(params, q, k, arrays)
   bq, bk = cfg.block_q, cfg.block_kv
   rows = cfg.consumers * bq
-  tp, sp = _round_up(t, rows), _round_up(s, bk)
+  tp, sp = round_up(t, rows), round_up(s, bk)
   num_q_tiles, num_kv_tiles = tp // rows, sp // bk
 
   # Zero padding: head dim (q.k and p.v unchanged, extra columns sliced off),
