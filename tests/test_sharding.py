@@ -4,7 +4,8 @@ On 4 devices (CPU: tests/conftest.py forces 4 host devices), every sharded
 call must equal the unsharded call of the same implementation, keep the
 input's sharding, and, for batch / head sharding, compile to no collective
 in the forward and in the forward + backward; sequence sharding (T = S
-split over one axis) to collective-permutes only (a ring, pallas_flash/ring.py).
+split over one axis, with batch or heads over another axis of a 2 x 2 mesh)
+to collective-permutes only (a ring, pallas_flash/ring.py).
 """
 from __future__ import annotations
 
@@ -170,23 +171,32 @@ def test_group_splitting_and_sequence_sharding_fall_back_to_gathers():
   _run("triton", lay, no_collectives=False)
 
 
+# The ring over one axis of 4 devices, and over one axis of a 2 x 2 mesh
+# whose other axis splits heads (GQA, whole kv-head groups per shard) or
+# batch (the lengths split with it): in one jit, no gather.
+RINGS = [
+    Layout("sequence", (4,), P(None, "x"), k=2, t=32),
+    Layout("heads_sequence", (2, 2), P(None, "y", "x"), k=2, t=32),
+    Layout("batch_sequence", (2, 2), P("x", "y"), k=2, t=32),
+]
+
+
+@pytest.mark.parametrize("lay", RINGS, ids=str)
 @pytest.mark.parametrize("alignment", ["top_left", "bottom_right"])
-def test_sequence_sharding_runs_a_ring(alignment):
+def test_sequence_sharding_runs_a_ring(alignment, lay):
   # q / k / v split over T = S (and the segment ids with them; lengths
-  # replicated): flash_attention runs ring attention over that mesh axis
-  # (contiguous chunks), moving data by collective-permutes only.  Causal,
-  # GQA, lengths and segment ids (bottom-right: diagonals at kv_len - q_len
-  # = 0, 5, 24, -21 per batch row); the ring merges blocks, so it equals the
-  # one-device kernel up to f32 rounding.
-  lay = Layout("sequence", (4,), P(None, "x"), k=2, t=32)
+  # split as the batch): flash_attention runs ring attention over that mesh
+  # axis (contiguous chunks), moving data by collective-permutes only.
+  # Causal, GQA, lengths and segment ids (bottom-right: diagonals at kv_len
+  # - q_len = 0, 5, 24, -21 per batch row); the ring merges blocks, so it
+  # equals the one-device kernel up to f32 rounding.
   qkv, extra, ct = _inputs(lay)
   fwd, fwd_bwd = _jitted("triton", alignment)
   want = fwd_bwd(qkv, extra, ct)
   mesh = _mesh(lay.mesh)
   put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))
   s_qkv = tuple(put(x, lay.q) for x in qkv)
-  s_extra = {n: put(x, P() if x.ndim == 1 else lay.q)
-             for n, x in extra.items()}
+  s_extra = {n: put(x, P(*lay.q[:x.ndim])) for n, x in extra.items()}
   s_ct = put(ct, lay.q)
   for f, args in ((fwd, (s_qkv, s_extra)), (fwd_bwd, (s_qkv, s_extra, s_ct))):
     found, compiled = _collectives(f, *args)
