@@ -62,10 +62,10 @@ def test_fwd_bwd_past_2_31_elements():
   out, lse, dq, dk, dv = jax.block_until_ready(compiled(q, k, v, d_out))
   print(f"fwd+bwd ran in {time.perf_counter() - start:.1f} s")
   rows = jnp.asarray(ROWS)
-  got = (out[0][rows], lse[0][rows], dq[0][rows], dk[0][rows], dv[0][rows])
+  got = tuple(x[0, rows] for x in (out, lse, dq, dk, dv))
   del dq, dk, dv
-  want = (*_query_rows(q[0], k[0], v[0], d_out[0], rows),
-          *_key_rows(q[0], k[0], v[0], d_out[0], out[0], lse[0], rows))
+  want = (*_query_rows(q, k, v, d_out, rows),
+          *_key_rows(q, k, v, d_out, out, lse, rows))
   tol = TOL["bfloat16"]
   for name, g, w in zip(("out", "lse", "dq", "dk", "dv"), got, want):
     if name == "lse":
@@ -81,9 +81,10 @@ def _dot(spec, a, b):
 
 @jax.jit
 def _query_rows(q, k, v, d_out, rows):
-  """f32 (out, lse, dq) of query rows ``rows`` against every key; [S, N, H]
-  bf16 inputs, products accumulated in f32 (exact for bf16 operands).
-  Causal top-left."""
+  """f32 (out, lse, dq) of query rows ``rows`` against every key; [1, S, N,
+  H] bf16 inputs (no copies of [S, N, H] slices: 4 GiB each), products
+  accumulated in f32 (exact for bf16 operands).  Causal top-left."""
+  q, k, v, d_out = q[0], k[0], v[0], d_out[0]
   s = _dot("rnh,snh->rns", q[rows], k) * q.shape[-1] ** -0.5
   s = jnp.where(jnp.arange(k.shape[0]) <= rows[:, None, None], s, -jnp.inf)
   lse = jax.nn.logsumexp(s, axis=-1)  # [R, N]
@@ -100,10 +101,11 @@ def _key_rows(q, k, v, d_out, out, lse, rows, chunk: int = 1 << 16):
   in chunks of query rows, with P from the kernel's lse (checked on the
   sampled rows) and delta from its output."""
   dk = dv = 0.0
-  for start in range(0, q.shape[0], chunk):
+  k_rows, v_rows = k[0][rows], v[0][rows]
+  for start in range(0, q.shape[1], chunk):
     part = slice(start, start + chunk)
-    ddk, ddv = _key_rows_chunk(q[part], d_out[part], out[part], lse[part],
-                               k[rows], v[rows], rows, start)
+    ddk, ddv = _key_rows_chunk(q[0, part], d_out[0, part], out[0, part],
+                               lse[0, part], k_rows, v_rows, rows, start)
     dk, dv = dk + ddk, dv + ddv
   return dk, dv
 
