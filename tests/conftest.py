@@ -66,6 +66,8 @@ _TIMES = os.environ.get("PF_TEST_TIMES")  # .ci/gpu: one line per test
 
 
 def pytest_runtest_logreport(report):
+  if getattr(report, "node", None) is not None:
+    return  # pytest-xdist's controller, echoing a worker's report
   if _TIMES and (report.when == "call" or report.failed):
     with open(_TIMES, "a") as f:
       f.write(f"{report.duration:7.1f} {report.outcome:7} {report.nodeid}\n")
