@@ -34,8 +34,11 @@ from jax.experimental.custom_partitioning import (
     ArrayMapping, SdyShardingRule, custom_partitioning)
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from pallas_flash import masks, ring
+from pallas_flash import masks
 from pallas_flash.params import KernelParams, score_terms
+# By name: this module's locals and parameters called ``ring`` (the per-shard
+# ring call, or whether there is one) would shadow the module.
+from pallas_flash.ring import backend_calls, takes as ring_takes
 
 _WHOLE = ("t", "s", "h")  # factors the kernels need unsplit
 
@@ -73,9 +76,9 @@ def _ring(params, q, k, arrays, pick):
   if (not isinstance(params, KernelParams)
       or score_terms(arrays, params.dropout_rate)
       or arrays.diagonal_shift is not None  # a block already: ring.py's own
-      or not ring.takes(params, q, k)):
+      or not ring_takes(params, q, k)):
     return None
-  return lambda axis_name: pick(ring.backend_calls(params, axis_name))
+  return lambda axis_name: pick(backend_calls(params, axis_name))
 
 
 def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False,
