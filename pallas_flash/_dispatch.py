@@ -133,6 +133,10 @@ def _check_supported(params: KernelParams, q, k, v,
         f"the {params.forward} kernels take no {' / '.join(sorted(missing))} "
         "yet (the dispatcher falls back to triton)")
   if params.forward == "mosaic":
+    if not params.interpret and not is_hopper():
+      raise NotImplementedError(
+          "the mosaic kernels need a Hopper GPU (sm_90), got "
+          f"{jax.devices()[0].device_kind}")
     from pallas_flash.mosaic import forward as mosaic_forward  # Hopper only
     mosaic_forward.check_supported(params, q, k, v, arrays)
   if params.forward == "decode":
@@ -160,6 +164,10 @@ def forward_fn(params: KernelParams):
   if params.forward == "triton":
     return triton_forward.forward
   if params.forward == "mosaic":
+    if not params.interpret and not is_hopper():
+      raise NotImplementedError(
+          "the mosaic kernels need a Hopper GPU (sm_90), got "
+          f"{jax.devices()[0].device_kind}")
     from pallas_flash.mosaic import forward as mosaic_forward  # Hopper only
     return mosaic_forward.forward
   if params.forward == "decode":  # split-KV; its backward is the Triton one

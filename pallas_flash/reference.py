@@ -8,6 +8,8 @@ broadcastable to [B, N, T, S], ALiBi slopes [1 | B, N], dropout seeds [B, N].
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -16,6 +18,12 @@ from pallas_flash import dropout, masks
 HIGHEST = jax.lax.Precision.HIGHEST
 
 
+# One XLA program per call signature: called outside jit (the CPU fallback, the
+# tests' ground truth), its ~50 ops and their VJP would otherwise each compile
+# and dispatch on their own.
+@functools.partial(jax.jit, static_argnames=("spec", "scale",
+                                             "logits_soft_cap",
+                                             "dropout_rate"))
 def attention(q, k, v, arrays: masks.MaskArrays, *, spec: masks.MaskSpec,
               scale: float, logits_soft_cap: float | None,
               dropout_rate: float = 0.0):

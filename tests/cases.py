@@ -95,14 +95,24 @@ def upcast(*xs):
   return [x.astype(jnp.float32) for x in xs]
 
 
-def _jitted(fn, kw):
+# The jitted sides of the current test, by what they close over: a test that
+# checks the same call twice (determinism) runs one executable twice instead
+# of compiling it again.  conftest.py empties it before every test.
+JITTED: dict = {}
+
+
+def _jitted(fn, kw, key):
   """``fn(*args, **kw)`` as one ``jax.jit`` with kw's arrays as arguments
-  and its other entries (flags, floats, tuples) closed over.  Eager calls
-  would compile every op of the wrapper and of the reference separately:
-  most of a GPU-sized case's time on a GPU."""
+  and its other entries (flags, floats, tuples) closed over; ``key`` names
+  what else ``fn`` closes over.  Eager calls would compile every op of the
+  wrapper and of the reference separately: most of a GPU-sized case's time
+  on a GPU."""
   arrays = {n: x for n, x in kw.items() if isinstance(x, jax.Array)}
   static = {n: x for n, x in kw.items() if n not in arrays}
-  run = jax.jit(lambda arrays, *args: fn(*args, **static, **arrays))
+  name = repr((key, sorted(static.items())))
+  if name not in JITTED:
+    JITTED[name] = jax.jit(lambda arrays, *args: fn(*args, **static, **arrays))
+  run = JITTED[name]
   return lambda *args: run(arrays, *args)
 
 
@@ -112,7 +122,7 @@ def check_forward(case: Workload, impl: str, seed: int = 0):
   q, k, v, kw = case.inputs(seed)
   attend = lambda impl, config: _jitted(functools.partial(
       pf.flash_attention, implementation=impl, config=config,
-      return_residual=True), kw)
+      return_residual=True), kw, ("forward", impl, config))
   out, lse = attend(impl, case.config)(q, k, v)
   ref, ref_lse = attend("xla", None)(*upcast(q, k, v))
   chex.assert_shape(out, q.shape)
@@ -144,7 +154,7 @@ def check_gradients(case: Workload, impl: str, seed: int = 0, extra=None,
           q, k, v, bias=bias, implementation=impl, config=config, **kw),
           *args)
       return out, vjp(d_out)
-    return _jitted(f, kw)
+    return _jitted(f, kw, ("fwd_bwd", impl, config))
 
   out, grads = fwd_bwd(impl, case.config)(d_out, *args)
   ref, ref_grads = fwd_bwd("xla", None)(d_out.astype(jnp.float32),

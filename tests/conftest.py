@@ -42,6 +42,16 @@ def _exact_f32_matmuls():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _fresh_jits():
+  """tests/cases.py's jitted checks live for one test (a later test may
+  patch what they trace)."""
+  import cases
+  cases.JITTED.clear()
+  yield
+  cases.JITTED.clear()
+
+
 ON_GPU = jax.default_backend() == "gpu"
 
 
