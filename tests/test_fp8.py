@@ -129,6 +129,9 @@ def check_fp8(case, impl, shape="BK", seed=0):
 
 needs_mosaic = pytest.mark.skipif(
     ON_GPU and not ON_HOPPER, reason="the Mosaic fp8 kernel needs Hopper")
+if not ON_GPU:  # (conftest marks test_mosaic.py's; -m mgpu_interpret)
+  needs_mosaic = lambda f, _skip=needs_mosaic: pytest.mark.mgpu_interpret(
+      _skip(f))
 
 
 @needs_mosaic
