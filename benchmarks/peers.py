@@ -35,6 +35,15 @@ Peers, with their signatures read from the installed sources:
   reference with scale 1 (the FLOPs are the same).  Config: the one from its
   own tests (block_q 64, block_kv 128 (64 for H=256), 2 stages; backward
   blocks dq 64x128, dkv 128x64, 2 compute warpgroups for H <= 128).
+* ``cudnn-fp8``: cuDNN's fp8 attention, a private JAX entry:
+  ``jax._src.cudnn.fused_attention_stablehlo.dot_product_attention(q, k, v,
+  bias=None, mask=None, q_seqlen=None, kv_seqlen=None, q_offsets=None,
+  kv_offsets=None, fp8_params=None, *, scale=1.0, mask_type=NO_MASK,
+  seed=42, dropout_rate=0., qkv_layout="BTNH", sliding_window_length=None,
+  use_fp8=False, return_residual=False) -> (out, amax_s, amax_o)``;
+  fp8_params: a dict of ``fp8_params_keys`` -> float32 [1, 1, 1, 1] (unit
+  scales here, as in issue 49's table); NO_MASK or CAUSAL only, no lengths;
+  its out is e4m3 (ours bf16).  fp8 cells only.
 * ``tokamax-mosaic`` / ``tokamax-triton``: ``tokamax.dot_product_attention(q,
   k, v, bias, mask, *, scale, is_causal, query_seq_lengths,
   key_value_seq_lengths, local_window_size, logits_soft_cap, precision,
@@ -173,6 +182,35 @@ def _jax_mgpu(w: wl.Workload, x: wl.Inputs):
   return fn, _aux(x)
 
 
+def cudnn_fp8(causal: bool, scale: float, s_scale: float = 1.0):
+  """``fn(q, k, v, params) -> out`` of cuDNN's fp8 attention and its
+  ``params`` (unit descales; P quantized as P * ``s_scale``)."""
+  from jax._src.cudnn import fused_attention_stablehlo as cudnn
+  import jax.numpy as jnp
+  one = jnp.ones((1, 1, 1, 1), jnp.float32)
+  params = {key: one for key in cudnn.fp8_params_keys}
+  params.update(scale_s=one * s_scale, descale_s=one / s_scale)
+  mask = cudnn.MaskType.CAUSAL if causal else cudnn.MaskType.NO_MASK
+
+  def fn(q, k, v, params):
+    out, _, _ = cudnn.dot_product_attention(
+        q, k, v, fp8_params=params, scale=scale, mask_type=mask,
+        use_fp8=True)
+    return out
+  return fn, params
+
+
+def _cudnn_fp8(w: wl.Workload, x: wl.Inputs):
+  if w.dtype != "float8_e4m3fn":
+    raise NotImplementedError("fp8 cells only")
+  if not (on_gpu() and is_hopper()):
+    raise NotImplementedError("cuDNN fp8 attention needs a Hopper GPU")
+  if w.kind != "dense":
+    raise NotImplementedError("no segment ids or lengths (NO_MASK / CAUSAL)")
+  fn, params = cudnn_fp8(w.causal, 1.0 / math.sqrt(w.head_dim))
+  return (lambda q, k, v, aux: fn(q, k, v, aux["fp8"])), _aux(x, fp8=params)
+
+
 # ------------------------------------------------------------------ tokamax
 
 
@@ -219,6 +257,10 @@ IMPLS: dict[str, Impl] = {
              note="jax.nn.dot_product_attention(implementation='cudnn') "
                   "compiled with xla_gpu_deterministic_ops=True (cuDNN's "
                   "deterministic backward)"),
+        Impl("cudnn-fp8", False, _cudnn_fp8,
+             note="cuDNN fp8 attention (jax._src.cudnn.fused_attention_"
+                  "stablehlo.dot_product_attention(use_fp8=True), unit "
+                  "scales, e4m3 out)"),
         Impl("xla", False, _jax_nn("xla"),
              note="jax.nn.dot_product_attention(implementation='xla')"),
         Impl("jax-mha", False, _jax_mha,

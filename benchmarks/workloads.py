@@ -45,6 +45,8 @@ HIDDEN = 2048
 SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
 HEAD_DIMS = (64, 128, 256)
 DTYPES = ("bfloat16", "float16")
+# Labels; "fp8" cells (float8_e4m3fn q, k, v, unit descales) are forward only.
+_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float8_e4m3fn": "fp8"}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -133,7 +135,7 @@ class Workload:
   def label(self) -> str:
     c = "C" if self.causal else "N"
     gqa = f" N{self.heads}/K{self.kv_heads}" if self.kv_heads != self.heads else ""
-    dt = {"bfloat16": "bf16", "float16": "fp16"}.get(self.dtype, self.dtype)
+    dt = _SHORT.get(self.dtype, self.dtype)
     return (f"{self.name} {dt} d{self.head_dim} S{_k(self.seqlen)} {c}"
             f" B{self.batch}{gqa}")
 
@@ -145,7 +147,7 @@ class Workload:
 
   @property
   def config_label(self) -> str:
-    dt = {"bfloat16": "bf16", "float16": "fp16"}.get(self.dtype, self.dtype)
+    dt = _SHORT.get(self.dtype, self.dtype)
     c = "causal" if self.causal else "non-causal"
     return f"{self.name} {dt} d{self.head_dim} {c}"
 
@@ -311,10 +313,13 @@ def make_inputs(w: Workload) -> Inputs:
   key = jax.random.key(w.seed)
   kq, kk, kv, kd = jax.random.split(key, 4)
   b, t, n, kh, h = w.batch, w.seqlen, w.heads, w.kv_heads, w.head_dim
-  q = jax.random.normal(kq, (b, t, n, h), dtype)
-  k = jax.random.normal(kk, (b, t, kh, h), dtype)
-  v = jax.random.normal(kv, (b, t, kh, h), dtype)
-  do = jax.random.normal(kd, (b, t, n, h), dtype)
+  # fp8: drawn in float32 and rounded (unit descales)
+  draw = dtype if dtype.itemsize > 1 else jnp.float32
+  normal = lambda key, shape: jax.random.normal(key, shape, draw).astype(dtype)
+  q = normal(kq, (b, t, n, h))
+  k = normal(kk, (b, t, kh, h))
+  v = normal(kv, (b, t, kh, h))
+  do = normal(kd, (b, t, n, h))
   seg = ql = kl = None
   if w.kind == "packed":
     seg_np = packed_segment_ids(b, t, w.seed)

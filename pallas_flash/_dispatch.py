@@ -3,8 +3,9 @@ needs, in one place (api.py, ring.py and decode/cache.py import it; it imports
 none of them).
 
 * Device queries: ``on_gpu``, ``is_hopper``, ``has_mosaic``.
-* Validation of user input (``validate``, ``validate_score_terms``): the only
-  place it is checked; ``ValueError`` with the values for malformed input.
+* Validation of user input (``validate``, ``validate_score_terms``,
+  ``validate_descales``): the only place it is checked; ``ValueError`` with
+  the values for malformed input.
 * The choice of backends (``plan``): from the validated input and the device,
   once per call, the forward's and the backward's, carried in the
   ``KernelParams``; ``forward_fn`` / ``backward_fn`` return the functions
@@ -37,6 +38,7 @@ from pallas_flash.triton import forward as triton_forward
 Implementation = Literal["xla", "triton", "mosaic"]
 IMPLEMENTATIONS = (None, *typing.get_args(Implementation))
 DTYPES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32))
+FP8 = jnp.dtype(jnp.float8_e4m3fn)  # flash_attention's fp8 forward only
 MAX_HEAD_DIM = 256
 
 
@@ -126,6 +128,10 @@ def _check_supported(params: KernelParams, q, k, v,
                      arrays: masks.MaskArrays | None):
   """Raises NotImplementedError if the forward backend cannot take this
   input."""
+  if jnp.dtype(q.dtype) == FP8 and params.forward != "mosaic":
+    raise NotImplementedError(
+        f"the {params.forward} kernels take no float8_e4m3fn input (the "
+        "dispatcher falls back to the reference on dequantized inputs)")
   terms = score_terms(arrays, params.dropout_rate)
   missing = terms - _TAKES.get(params.forward, terms)
   if missing:
@@ -189,7 +195,9 @@ def backward_fn(params: KernelParams):
 
 def validate(query, key, value, bias, mask, scale, is_causal, q_lengths,
               kv_lengths, window, implementation, causal_alignment, q_seg,
-              kv_seg, cap, deterministic=True):
+              kv_seg, cap, deterministic=True, fp8: bool = False):
+  """``fp8``: float8_e4m3fn q, k and v are taken too (flash_attention's
+  forward; ``validate_descales`` checks their descales)."""
   if not isinstance(deterministic, bool):
     raise ValueError(f"deterministic={deterministic!r} must be a bool")
   if implementation not in IMPLEMENTATIONS:
@@ -216,8 +224,13 @@ def validate(query, key, value, bias, mask, scale, is_causal, q_lengths,
   if k.shape[-1] != h:
     raise ValueError(f"head_dim of key ({k.shape[-1]}) must equal head_dim of "
                      f"query ({h})")
-  if q.dtype not in DTYPES:
-    raise ValueError(f"query dtype {q.dtype} must be float16, bfloat16 or float32")
+  if (FP8 in (q.dtype, k.dtype, v.dtype)
+      and not q.dtype == k.dtype == v.dtype == FP8):
+    raise ValueError(f"float8_e4m3fn inputs must be all of query, key and "
+                     f"value, got {q.dtype}, {k.dtype}, {v.dtype}")
+  if q.dtype not in DTYPES and not (fp8 and q.dtype == FP8):
+    raise ValueError(f"query dtype {q.dtype} must be float16, bfloat16 or "
+                     f"float32{' or float8_e4m3fn' if fp8 else ''}")
   if k.dtype != q.dtype or v.dtype != q.dtype:
     raise ValueError(f"query, key and value dtypes must match, got {q.dtype}, "
                      f"{k.dtype}, {v.dtype}")
@@ -303,6 +316,46 @@ def validate(query, key, value, bias, mask, scale, is_causal, q_lengths,
       dense_mask_shape=None if mask is None else tuple(mask.shape))
   arrays = masks.MaskArrays(q_len, kv_len, q_seg, kv_seg, mask, bias)
   return q, k, v, arrays, spec, float(scale), cap, squeeze
+
+
+def validate_descales(q, k, descales):
+  """(q_descale, k_descale, v_descale) as float32 [B, K], or None for
+  non-fp8 input without descales.  ``descales``: the user's (q_descale,
+  k_descale, v_descale), each None (1) or float32 broadcastable to [B, K]
+  (a scalar, [K], [1, K], [B, 1], [B, K]); q (normalised [B, T, N, H]) is
+  float8_e4m3fn iff k and v are (``validate``).  Descales are scale factors
+  > 0: a concrete one that is not raises here, a traced one becomes NaN, so
+  that the output is NaN rather than silently wrong."""
+  names = ("q_descale", "k_descale", "v_descale")
+  b, kh = q.shape[0], k.shape[2]
+  if q.dtype != FP8:
+    for name, x in zip(names, descales):
+      if x is not None:
+        raise ValueError(f"{name} is given but the inputs are {q.dtype}; "
+                         "descales go with float8_e4m3fn query, key and value")
+    return None
+  out = []
+  for name, x in zip(names, descales):
+    if x is None:
+      out.append(jnp.ones((b, kh), jnp.float32))
+      continue
+    if isinstance(x, (int, float, np.floating, np.integer)):
+      x = np.float32(x)
+    if not hasattr(x, "dtype") or jnp.dtype(x.dtype) != jnp.float32:
+      raise ValueError(f"{name} must be float32, got "
+                       f"{getattr(x, 'dtype', type(x).__name__)}")
+    shape = tuple(np.shape(x))
+    if len(shape) > 2 or any(d not in (1, f) for d, f in
+                             zip((1,) * (2 - len(shape)) + shape, (b, kh))):
+      raise ValueError(f"{name} of shape {shape} does not broadcast to "
+                       f"[B, K] = {[b, kh]} (batch, kv heads)")
+    if not isinstance(x, jax.core.Tracer):
+      bad = np.asarray(x)
+      if not np.all(np.isfinite(bad) & (bad > 0)):
+        raise ValueError(f"{name}={bad.tolist()} must be finite and > 0")
+    x = jnp.broadcast_to(jnp.asarray(x), (b, kh))
+    out.append(jnp.where(jnp.isfinite(x) & (x > 0), x, jnp.nan))
+  return tuple(out)
 
 
 def validate_score_terms(arrays, b, n, slopes, rate, rng, broadcast):

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax.custom_derivatives import CustomVJPPrimal, SymbolicZero
 
-from pallas_flash import _dispatch, masks, sharding
+from pallas_flash import _dispatch, masks, reference, sharding
 from pallas_flash.params import KernelParams
 
 
@@ -69,3 +69,81 @@ def _flash_bwd(params, residuals, cotangents):
 
 
 flash.defvjp(_flash_fwd, _flash_bwd, symbolic_zeros=True)
+
+
+# --- fp8 forward --------------------------------------------------------------
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class Fp8Call:
+  """The static part of an fp8 call: the kernel's params (``_dispatch.plan``)
+  or None for the reference on the dequantized inputs, whose options are
+  the rest."""
+  params: KernelParams | None
+  spec: masks.MaskSpec
+  scale: float
+  cap: float | None
+  rate: float
+
+
+def dequantize(q, k, v, descales):
+  """The real values of fp8 q [B, T, N, H], k, v [B, S, K, H] in float32:
+  ``x.astype(f32) * descale``, descales [B, K] (query head n: kv head
+  n // G)."""
+  group = q.shape[2] // k.shape[2]
+  real = lambda x, d, g: x.astype(jnp.float32) * jnp.repeat(
+      d, g, axis=1)[:, None, :, None]
+  q_d, k_d, v_d = descales
+  return real(q, q_d, group), real(k, k_d, 1), real(v, v_d, 1)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def flash_fp8(call: Fp8Call, q, k, v, descales, arrays: masks.MaskArrays):
+  """The fp8 forward (float8_e4m3fn q, k, v; descales [B, K] each): out
+  [B, T, N, H] bfloat16 and lse [B, T, N] float32 (``masks.MASKED_LSE`` on
+  fully masked rows), from the Mosaic kernel (``call.params``) or the f32
+  reference on the dequantized inputs.
+
+  Not differentiable: the gradient w.r.t. an fp8 input would have to be
+  rounded to e4m3 (JAX gives a cotangent its primal's dtype), so any
+  derivative through this call raises ``ValueError`` (``_flash_fp8_fwd``)
+  instead of returning it silently rounded.  Train through the bf16 path.
+  The kernel call is not partitioned per shard (``sharding.py`` maps no
+  descales yet): under jit with sharded inputs XLA gathers them."""
+  if call.params is None:
+    qf, kf, vf = dequantize(q, k, v, descales)
+    out, lse = reference.attention(qf, kf, vf, arrays, spec=call.spec,
+                                   scale=call.scale,
+                                   logits_soft_cap=call.cap,
+                                   dropout_rate=call.rate)
+    return out.astype(jnp.bfloat16), lse
+  q_d, k_d, v_d = descales
+  out, lse = _dispatch.forward_fn(call.params)(
+      q, k, v, arrays, call.params, descales=(q_d * k_d, v_d))
+  lse = jnp.where(jnp.isinf(lse), masks.MASKED_LSE, lse)
+  return out, jnp.transpose(lse, (0, 2, 1))
+
+
+def _flash_fp8_fwd(call, q, k, v, descales, arrays):
+  perturbed = [name for name, x in (("query", q), ("key", k), ("value", v),
+                                    ("descales", descales)) if any(
+      leaf.perturbed for leaf in jax.tree.leaves(
+          x, is_leaf=lambda y: isinstance(y, CustomVJPPrimal)))]
+  if perturbed:
+    raise ValueError(
+        f"flash_attention with float8_e4m3fn inputs is forward only: "
+        f"differentiating w.r.t. {', '.join(perturbed)} is not supported (an "
+        "fp8 input's gradient would be rounded to e4m3); differentiate a "
+        "bfloat16 call instead")
+  q, k, v, descales, arrays = jax.tree.map(
+      lambda x: x.value, (q, k, v, descales, arrays),
+      is_leaf=lambda x: isinstance(x, CustomVJPPrimal))
+  return flash_fp8(call, q, k, v, descales, arrays), None
+
+
+def _flash_fp8_bwd(call, residuals, cotangents):
+  del call, residuals, cotangents  # only reached with nothing perturbed
+  return None, None, None, None, None
+
+
+flash_fp8.defvjp(_flash_fp8_fwd, _flash_fp8_bwd, symbolic_zeros=True)

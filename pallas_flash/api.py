@@ -42,15 +42,19 @@ def flash_attention(
     dropout_rng=None,
     broadcast_dropout: bool = False,
     deterministic: bool = True,
+    q_descale=None,
+    k_descale=None,
+    v_descale=None,
 ):
   r"""Exact attention ``softmax(scale * q k^T + bias, masked) v`` without N x N memory.
 
   A drop-in for :func:`jax.nn.dot_product_attention` (same arguments, shapes
   and results), plus packed sequences, logits soft-capping, a bottom-right
-  causal diagonal, ALiBi and attention dropout.
+  causal diagonal, ALiBi, attention dropout and an FP8 (e4m3) forward.
 
   Args:
-    query: ``[B, T, N, H]`` or ``[T, N, H]``; float16, bfloat16 or float32.
+    query: ``[B, T, N, H]`` or ``[T, N, H]``; float16, bfloat16 or float32;
+      or float8_e4m3fn (with key and value; see ``q_descale``).
     key: ``[B, S, K, H]`` or ``[S, K, H]``, same dtype and H as ``query``.
       ``N`` must be a multiple of ``K``: query head ``n`` reads kv head
       ``n // (N // K)`` (GQA; MQA when K == 1).  E.g. N=8, K=2: query heads
@@ -115,6 +119,17 @@ def flash_attention(
       at S = 4k / 16k non-causal, against 0.993 / 0.991x), so the flag
       changes nothing there.  Other backends are deterministic either way;
       an explicit ``MosaicConfig(backward=...)`` overrides it.
+    q_descale, k_descale, v_descale: with float8_e4m3fn query, key and value
+      only: float32 scale factors (> 0), a scalar or broadcastable to
+      ``[B, K]`` (batch, kv heads; query head ``n`` takes kv head
+      ``n // (N // K)``'s), flash-attn 3's names: the real values are
+      ``x.astype(float32) * x_descale``.  ``None`` means 1.  The output is
+      bfloat16.  On a Hopper GPU the Mosaic kernel runs both GEMMs in fp8
+      (P rounded to e4m3, f32 accumulators); with ALiBi, dropout or a bias,
+      or elsewhere, the float32 reference on the dequantized values runs.
+      Forward only: differentiating w.r.t. fp8 inputs or descales raises
+      ``ValueError``.  A descale that is not finite and > 0 raises
+      ``ValueError`` when concrete; traced, it makes the output NaN.
     config: backend tuning (``pallas_flash.TritonConfig`` for ``"triton"``;
       a ``pallas_flash.decode.DecodeConfig`` with ``"triton"`` forces the
       split-KV decode kernel, which ``None`` picks on a GPU for T <= 64 query
@@ -125,7 +140,7 @@ def flash_attention(
       the measured per-head-dim default.
 
   Returns:
-    ``out`` with the shape and dtype of ``query``; with
+    ``out`` with the shape and dtype of ``query`` (bfloat16 for fp8); with
     ``return_residual=True``, ``(out, lse)``.  A query row that sees no key
     (fully masked) outputs zeros and lse ``-0.7 * float32.max`` (finite);
     unlike jax.nn, which averages V over such a row unless its length masks
@@ -141,13 +156,19 @@ def flash_attention(
       query, key, value, bias, mask, scale, is_causal, query_seq_lengths,
       key_value_seq_lengths, local_window_size, implementation,
       causal_alignment, query_segment_ids, key_value_segment_ids,
-      logits_soft_cap, deterministic)
+      logits_soft_cap, deterministic, fp8=True)
+  descales = _dispatch.validate_descales(q, k,
+                                         (q_descale, k_descale, v_descale))
   arrays, rate = _dispatch.validate_score_terms(
       arrays, q.shape[0], q.shape[2], alibi_slopes, dropout_rate, dropout_rng,
       broadcast_dropout)
   params = _dispatch.plan(q, k, v, arrays, spec, scale, cap, rate,
                           implementation, config, deterministic)
-  if params is None:
+  if descales is not None:  # fp8: forward only (_vjp.flash_fp8)
+    call = _vjp.Fp8Call(params, spec, scale, cap, rate)
+    out, lse = _vjp.flash_fp8(call, q, k, v, descales, arrays)
+    lse = jax.lax.stop_gradient(lse)
+  elif params is None:
     out, lse = reference.attention(q, k, v, arrays, spec=spec, scale=scale,
                                    logits_soft_cap=cap, dropout_rate=rate)
   else:

@@ -94,6 +94,9 @@ def _config(params: KernelParams, q, arrays: masks.MaskArrays | None
 def check_supported(params: KernelParams, q, k, v,
                     arrays: masks.MaskArrays | None = None) -> None:
   """Raises NotImplementedError for valid input this backward cannot take."""
+  if jnp.dtype(q.dtype) == fwd.FP8:
+    raise NotImplementedError("the mosaic backward takes no float8_e4m3fn "
+                              "input (the fp8 path is forward only)")
   fwd.check_supported(params, q, k, v)  # dtype, device, config type
   hp, cfg = _config(params, q, arrays)
   if hp > 128 and not cfg.split_head_dim:

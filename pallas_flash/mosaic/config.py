@@ -100,14 +100,19 @@ class MosaicConfig:
       raise ValueError(f"num_stages={self.num_stages} must be an int in "
                        f"[2, {top}] with consumers={self.consumers}")
 
-  def smem_bytes(self, head_dim: int, itemsize: int = 2) -> int:
+  def smem_bytes(self, head_dim: int, itemsize: int = 2,
+                 fp8: bool = False) -> int:
     """Shared memory the kernel asks for (Q tiles, K/V ring, O store slots,
-    LSE, barriers)."""
+    LSE, barriers).  ``fp8``: Q, K, V of 1 byte and bf16 O slots always (O
+    is wider than Q's buffer)."""
     c = self.consumers
+    o_itemsize = itemsize
+    if fp8:
+      itemsize, o_itemsize = 1, 2
     q = c * self.block_q * head_dim * itemsize
     kv = 2 * self.num_stages * self.block_kv * head_dim * itemsize
-    o = c * out_slots(head_dim) * self.block_q * OUT_COLS * itemsize
-    o *= self.persistent  # else O reuses Q's buffer
+    o = c * out_slots(head_dim) * self.block_q * OUT_COLS * o_itemsize
+    o *= self.persistent or fp8  # else O reuses Q's buffer
     return q + kv + o + c * self.block_q * 4 + 1024
 
   @classmethod
@@ -115,7 +120,7 @@ class MosaicConfig:
               every_tile_masked: bool = False,
               kv_seqlen: int = 0, dropout: bool = False,
               q_seqlen: int = 0, alibi: bool = False,
-              window: bool = False) -> "MosaicConfig":
+              window: bool = False, fp8: bool = False) -> "MosaicConfig":
     """The tuned entry for a (padded) head dim (docs/design.md; the runs
     named below are in the history at commit 29bf24f).
 
@@ -175,6 +180,11 @@ class MosaicConfig:
     the spread of the same backward).  Not with ALiBi
     (three consumers serialize its wgmmas, ptxas note C7512, run 112), a
     window or every tile masked, as for the non-causal rule above.
+
+    fp8 (float8_e4m3fn q, k, v; not yet measured): the bf16 entry with
+    block_kv at least 128 (V^T's [H, block_kv] tiles are swizzled by 128
+    bytes along the keys); d256 without the softmax overlap (O's 128 f32
+    registers per thread and two 64 x 128 score tiles would exceed 232).
     """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
     cfg = _TABLE[key]
@@ -195,6 +205,10 @@ class MosaicConfig:
       cfg = dataclasses.replace(cfg, overlap_softmax=False)
     if dropout and key == (128, True) and shorter >= 16384 and three_fit:
       cfg = dataclasses.replace(cfg, consumers=3, persistent=False)
+    if fp8:
+      cfg = dataclasses.replace(cfg, block_kv=max(cfg.block_kv, 128))
+      if key[0] == 256:
+        cfg = dataclasses.replace(cfg, overlap_softmax=False)
     return cfg
 
 

@@ -82,6 +82,11 @@ _LOG2E = math.log2(math.e)
 _LN2 = math.log(2.0)
 _MASK = masks.MASK_VALUE
 _DTYPES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
+FP8 = jnp.dtype(jnp.float8_e4m3fn)  # q, k, v of the fp8 forward; O is bf16
+# fp8: P = exp2(x - m + 8) lies in [0, 256] (e4m3's largest value is 448), so
+# small probabilities keep e4m3's 3 mantissa bits instead of flushing below
+# 2^-9 (FA3's Max_offset); l and the LSE carry the 2^8.
+_P_LOG2_MAX = 8.0
 WG_THREADS = 128
 # Named barrier ids: 0 is __syncthreads, 1..3 Mosaic's per-warpgroup barriers.
 BAR_TURN = 4  # 4 .. 4 + consumers - 1: each consumer's turn
@@ -113,13 +118,22 @@ def _config(params: KernelParams, q, k,
   """(padded head dim, the given config or the table's default for it):
   the one place the forward's config is chosen (``check_supported`` and
   ``forward`` both ask here)."""
-  hp = round_up(q.shape[-1], 64)
+  fp8 = jnp.dtype(q.dtype) == FP8
+  hp = padded_head_dim(q.shape[-1], fp8)
   spec = params.spec
   alibi = arrays is not None and arrays.alibi_slopes is not None
   return hp, params.config or MosaicConfig.default(
       hp, spec.is_causal, spec.needs_elementwise, k.shape[1],
       dropout=params.dropout_rate > 0.0, q_seqlen=q.shape[1], alibi=alibi,
-      window=spec.window is not None)
+      window=spec.window is not None, fp8=fp8)
+
+
+def padded_head_dim(h: int, fp8: bool = False) -> int:
+  """The kernel's head dim: a multiple of 64 (a 128-byte swizzle of bf16);
+  fp8: 64 (64-byte rows) or a multiple of 128 (a 128-byte swizzle)."""
+  if fp8 and h > 64:
+    return round_up(h, 128)
+  return round_up(h, 64)
 
 
 def check_supported(params: KernelParams, q, k, v,
@@ -128,10 +142,17 @@ def check_supported(params: KernelParams, q, k, v,
   ``arrays``: the call's mask arrays, where the config depends on them
   (ALiBi); None checks the config of a call without them."""
   del v
-  if jnp.dtype(q.dtype) not in _DTYPES:
+  fp8 = jnp.dtype(q.dtype) == FP8
+  if jnp.dtype(q.dtype) not in _DTYPES and not fp8:
     raise NotImplementedError(
-        f"mosaic forward takes float16/bfloat16, got {q.dtype} (the "
-        "dispatcher falls back to triton)")
+        f"mosaic forward takes float16/bfloat16/float8_e4m3fn, got {q.dtype} "
+        "(the dispatcher falls back to triton)")
+  if fp8:
+    alibi = arrays is not None and arrays.alibi_slopes is not None
+    if alibi or params.dropout_rate > 0.0:
+      raise NotImplementedError(
+          "the mosaic fp8 forward takes no ALiBi or dropout (the dispatcher "
+          "falls back to the reference on dequantized inputs)")
   if params.config is not None and not isinstance(params.config, MosaicConfig):
     raise ValueError(f"config for implementation='mosaic' must be a "
                      f"MosaicConfig, got {type(params.config).__name__}")
@@ -143,8 +164,13 @@ def check_supported(params: KernelParams, q, k, v,
           f"mosaic forward needs a Hopper GPU (sm_90), got {dev.device_kind} "
           f"compute_capability={cc!r}")
   h, cfg = _config(params, q, k, arrays)
-  if cfg.smem_bytes(h) > 227 * 1024:
-    raise NotImplementedError(f"{cfg} needs {cfg.smem_bytes(h)} bytes of shared "
+  if fp8 and cfg.block_kv % 128:
+    # V^T's tiles [H, block_kv] are swizzled by 128 bytes along the keys.
+    raise NotImplementedError(f"the fp8 forward needs block_kv a multiple of "
+                              f"128, got {cfg.block_kv}")
+  smem = cfg.smem_bytes(h, fp8=fp8)
+  if smem > 227 * 1024:
+    raise NotImplementedError(f"{cfg} needs {smem} bytes of shared "
                               f"memory at head_dim={h}; Hopper has 227 KiB")
 
 
@@ -674,14 +700,16 @@ class DropoutTiles:
 
 def load_kv_tiles(item: Item, group: int, block_kv: int, num_stages: int,
                   sync: Sync, kv_refs, kv_smems, kv_bars, g0=None,
-                  keys=None):
+                  keys=None, v_transposed: bool = False):
   """The producer's loop over an item's steps: TMA copies of the K and V
   tiles of step j into ring slot (g0 + j) % num_stages, each slot refilled
   once the consumers released what it held num_stages steps before (the
   forward and the dQ kernel).  ``g0``: ring steps before this item (None:
   the item is the CTA's only one).  ``keys``: (kind, column-key ref [Sp],
   smem [num_stages, block_kv], barriers): the step's dropout column keys,
-  copied with the K (kind 0) or V (1) tile whose release frees them."""
+  copied with the K (kind 0) or V (1) tile whose release frees them.
+  ``v_transposed``: kv_refs[1] is V^T [B, K, H, S] (the fp8 forward), its
+  tiles [H, block_kv]."""
   kv_head = lax.div(item.n, jnp.array(group, item.n.dtype))
 
   @pl.loop(0, item.n_steps)
@@ -693,7 +721,10 @@ def load_kv_tiles(item: Item, group: int, block_kv: int, num_stages: int,
     for kind, (ref, smems, bars) in enumerate(zip(kv_refs, kv_smems,
                                                   kv_bars)):
       pl.when(refill)(lambda: sync.await_release(kind, slot))
-      plgpu.copy_gmem_to_smem(ref.at[rows], smems.at[slot], bars.at[slot])
+      src = ref.at[rows]
+      if kind == 1 and v_transposed:
+        src = ref.at[item.b, kv_head, :, rows[1]]
+      plgpu.copy_gmem_to_smem(src, smems.at[slot], bars.at[slot])
       if keys is not None and keys[0] == kind:
         _, col_ref, key_smem, key_bars = keys
         plgpu.copy_gmem_to_smem(col_ref.at[rows[1]], key_smem.at[slot],
@@ -708,20 +739,24 @@ def _logits_base2(s, scale: float, cap: float | None):
 
 
 def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
-                  alibi: bool, fold: bool):
+                  alibi: bool, fold: bool, descale=None):
   """FA-2 Alg. 1 line 9 on one score tile S [bq, bk], in base 2: the
   logits (scale, soft-cap, ALiBi), the mask where ``visible`` (a callable
   giving the visible [bq, bk], or None for a tile with nothing masked), the
   new running max m_new [bq] from m_i and P = exp2(x - m_new); returns
   (m_new, P).  ``ab``: the tile's ``AlibiTile``; folded (``fold``), its
   k_vec is in S already and its q_vec joins each row's max and shift (m_i
-  stays the max of the true logits)."""
+  stays the max of the true logits).  ``descale`` (fp8): the traced
+  q_descale * k_descale (> 0) that S is multiplied by, folded into the
+  FMA's constant; P is then exp2(x - m_new + ``_P_LOG2_MAX``)."""
+  offset = 0.0 if descale is None else _P_LOG2_MAX
+
   def max_and_shift(row_max):  # -> m_new, what exp2 subtracts
     if fold:
       m_new = jnp.maximum(m_i, row_max + ab.q_vec)
       return m_new, m_new - ab.q_vec
     m_new = jnp.maximum(m_i, row_max)
-    return m_new, m_new
+    return m_new, m_new - offset if offset else m_new
 
   bcast = lambda x: lax.broadcast_in_dim(x, s.shape, [0])
 
@@ -729,9 +764,11 @@ def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
     s = ab.add_rest(s, scale * _LOG2E)
   fma = visible is None and cap is None and scale > 0
   if fma:  # max commutes with a positive scale: one FMA per score
-    c = scale * _LOG2E
+    c = scale * _LOG2E if descale is None else (scale * _LOG2E) * descale
     m_new, shift = max_and_shift(s.max(axis=1) * c)
     return m_new, jnp.exp2(s * c - bcast(shift))
+  if descale is not None:
+    s = s * descale
   s = _logits_base2(s, scale, cap)
   if alibi and not fold:
     s = s + ab.full()
@@ -741,25 +778,76 @@ def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
   return m_new, jnp.exp2(s - bcast(shift))
 
 
-def _add_pv(acc, p16, v_smem, interpret: bool, in_flight=lambda: None):
+def _add_pv(acc, p16, v_smem, interpret: bool, in_flight=lambda: None,
+            fp8: bool = False):
   """O += P V  [bq, H] (FA-2 Alg. 1 line 10's P V) on the tensor cores, P
-  [bq, bk] from registers, V [bk, H] in shared memory; ``in_flight`` runs
-  while the wgmma does."""
+  [bq, bk] from registers, V [bk, H] in shared memory (fp8: V^T [H, bk],
+  keys in ``fp8_key_order`` like P's, ``fp8_p``); ``in_flight`` runs while
+  the wgmma does."""
   if interpret:
     # GPU interpret mode models neither a register operand of wgmma nor
     # pl.run_state accumulators: same product, as a plain dot.
-    acc = acc + jnp.dot(p16, v_smem[...], preferred_element_type=jnp.float32)
+    v = v_smem[...].T if fp8 else v_smem[...]
+    acc = acc + jnp.dot(p16, v, preferred_element_type=jnp.float32)
     in_flight()
     return acc
 
   def pv(acc_ref):
-    plgpu.wgmma(acc_ref, p16, v_smem)
+    plgpu.wgmma(acc_ref, p16, v_smem.transpose((1, 0)) if fp8 else v_smem)
     in_flight()
   return pl.run_state(pv)(plgpu.ACC.init(acc))
 
 
+def fp8_key_order(x):
+  """x [..., keys] with its keys reordered as ``fp8_p`` leaves P's: in
+  each block of 16 keys, position 4t + 2a + b holds key 8a + 2t + b."""
+  *lead, n = x.shape
+  x = x.reshape(*lead, n // 16, 2, 4, 2)
+  return jnp.swapaxes(x, -3, -2).reshape(*lead, n)
+
+
+def fp8_p(p, interpret: bool):
+  """P [bq, bk] f32 (WGMMA layout) as the fp8 P V GEMM's register operand:
+  e4m3 (round to nearest, saturating) in the WGMMA_8BIT layout, keys in
+  ``fp8_key_order`` (V^T's keys are stored in the same order).
+
+  Per thread and 16-key block the f32 accumulator holds keys {2t, 2t+1,
+  8+2t, 9+2t} of two rows, the 8-bit A operand {4t .. 4t+3}: packing a
+  thread's own four values (two ``cvt.rn.satfinite.e4m3x2.f32``) instead
+  of moving them between threads reorders the keys, which V^T's layout
+  undoes for free (FA3 Sec. 3.3 meets the same layout mismatch with byte
+  permutes).  Interpret mode: the same values in jnp."""
+  if interpret:
+    return fp8_key_order(p).astype(FP8)
+  shape = mgpu.WGMMA_LAYOUT_8BIT.registers_shape(p.shape)
+
+  @plgpu.inline_mgpu(
+      arg_types=(WGMMA,),
+      return_type=plgpu.ShapeDtypeStruct(p.shape, FP8,
+                                         layout=plgpu.Layout.WGMMA_8BIT))
+  def pack(_, x):
+    i32 = ir.IntegerType.get_signless(32)
+    f8x4 = ir.VectorType.get([4], ir.Float8E4M3FNType.get())
+    ext = lambda reg, e: vector_dialect.extract(reg, [], [e])
+    out = np.empty(shape, object)
+    for idx in np.ndindex(shape):  # [0, 16-key block, .., row half, ..]
+      lo = x.registers[(idx[0], 2 * idx[1], *idx[2:])]  # keys 2t, 2t+1
+      hi = x.registers[(idx[0], 2 * idx[1] + 1, *idx[2:])]  # 8+2t, 9+2t
+      word = mgpu_utils.inline_ptx(
+          "{ .reg .b16 l, h; cvt.rn.satfinite.e4m3x2.f32 l, $2, $1; "
+          "cvt.rn.satfinite.e4m3x2.f32 h, $4, $3; mov.b32 $0, {l, h}; }",
+          ext(lo, 0), ext(lo, 1), ext(hi, 0), ext(hi, 1), result_types=i32)
+      out[idx] = vector_dialect.bitcast(f8x4, vector_dialect.from_elements(
+          ir.VectorType.get([1], i32), [word]))
+    return mgpu.FragmentedArray(_registers=out,
+                                _layout=mgpu.WGMMA_LAYOUT_8BIT,
+                                _is_signed=None)
+
+  return pack(p)
+
+
 def _epilogue(acc, m_i, l_i, q_len, q_base, rate: float, dtype, out, o_dst,
-              lse_smem, lse_dst):
+              lse_smem, lse_dst, v_descale=None):
   """A consumer's epilogue (FA-2 Alg. 1 lines 12-15): O = acc / l  [bq, H]
   and LSE = m + log l  [bq] (m, l in base 2), by TMA into ``o_dst(cols)``
   ([bq, cols] of O in HBM) and ``lse_dst`` [bq] through shared memory.
@@ -771,16 +859,19 @@ def _epilogue(acc, m_i, l_i, q_len, q_base, rate: float, dtype, out, o_dst,
   it is done (at most slots - 1 stores in flight): Q's buffer, one piece
   [bq, H], or in a persistent kernel (Q's buffer holds the next item's Q)
   [bq, OUT_COLS] pieces through the consumer's out_slots(H) slots (by the
-  LSE write, all stores of the previous item are done as well)."""
+  LSE write, all stores of the previous item are done as well).
+  ``v_descale`` (fp8): O's factor, in the row's 1 / l; l then carries
+  ``_P_LOG2_MAX``'s 2^8 (``_tile_softmax``), which the LSE takes out."""
   bq, head_dim = acc.shape
   rows = plgpu.broadcasted_iota(jnp.int32, (bq, head_dim), 0, layout=WGMMA)
   in_len = jnp.where(rows < q_len - q_base, 1.0, 0.0).max(axis=1)
   ok = (m_i > 0.5 * _MASK) & (in_len > 0.5) & (l_i > 0.0)
   l_safe = jnp.where(ok, l_i, 1.0)
   norm = l_safe * (1.0 - rate) if rate > 0.0 else l_safe  # dropout
-  inv = jnp.where(ok, 1.0 / norm, 0.0)
+  inv = jnp.where(ok, (1.0 if v_descale is None else v_descale) / norm, 0.0)
   acc = acc * lax.broadcast_in_dim(inv, acc.shape, [0])
-  lse = jnp.where(ok, m_i * _LN2 + jnp.log(l_safe), jnp.inf)
+  m2 = m_i if v_descale is None else m_i - _P_LOG2_MAX
+  lse = jnp.where(ok, m2 * _LN2 + jnp.log(l_safe), jnp.inf)
   width, slots, out_buf = out
   for d in range(head_dim // width):
     plgpu.wait_smem_to_gmem(slots - 1, wait_read_only=True)
@@ -810,11 +901,19 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
   then the three ``dropout_keys`` operands; dropout zeroes P's dropped
   entries before O += P V (l sums the undropped P, as the Triton kernels
   and FlashAttention's dropout do) and O is scaled by 1 / (1 - rate) in the
-  epilogue."""
+  epilogue.
+
+  fp8 (q, k, v float8_e4m3fn; ``forward``'s fp8 notes): v_ref is V^T
+  [B, K, H, S] in ``fp8_key_order``; an operand [B, N, 2] float32 after the
+  masks holds each head's q_descale * k_descale (folded into the softmax's
+  FMA) and v_descale (folded into the epilogue's 1 / l); P goes to the P V
+  GEMM as e4m3 (``fp8_p``); O is out_ref's dtype (bf16)."""
   if num_ctas:
     sched_ref, *refs = refs
   q_seg_ref, kv_seg_ref, mask_ref, refs = mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
+  fp8 = q_ref.dtype == FP8
+  descale_ref = refs.pop(0) if fp8 else None
   drop = DropoutTiles.pop(refs, rate, (block_q, block_kv), 0)
   out_ref, lse_ref = refs
   dtype = q_ref.dtype
@@ -855,7 +954,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                                 q_bars.at[wg])
 
       def add_pv(acc, p16, slot, in_flight=lambda: None):
-        return _add_pv(acc, p16, v_smems.at[slot], interpret, in_flight)
+        return _add_pv(acc, p16, v_smems.at[slot], interpret, in_flight, fp8)
 
       def run_item(i, g0):
         """Work item i; its step j uses ring slot (g0 + j) % num_stages."""
@@ -880,6 +979,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         fold = alibi and folds_alibi(scale, cap)
         if alibi:
           slope2 = slopes_ref[b, n]
+        qk_descale = descale_ref[b, n, 0] if fp8 else None
         if drop is not None:
           drop_rows = drop.rows(b, n, pl.ds(q_base, bq))
 
@@ -887,7 +987,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           if drop is not None:  # (step j's column keys came with V(j))
             cols = drop.ring_cols(key_smem, key_bars, slot_of(j))
             (p,) = drop.select([(p, None)], drop_rows, cols, interpret)
-          return p.astype(dtype)
+          return fp8_p(p, interpret) if fp8 else p.astype(dtype)
 
         # Non-causal folded ALiBi: the plain tiles left of, across and right
         # of the diagonal in three loops (``alibi_split``), so that a step
@@ -917,7 +1017,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                 q_seg if spec.has_segments else None, kv_seg_ref, mask_ref,
                 per_row=head_dim <= 64)
           return _tile_softmax(s, m_i, ab, visible, scale=scale, cap=cap,
-                               alibi=alibi, fold=fold)
+                               alibi=alibi, fold=fold, descale=qk_descale)
 
         def step(j, carry, *, masked: bool, side=None):
           """S(j), softmax(j), then O += P(j) V(j) (FA-2 Alg. 1 inner loop)."""
@@ -1007,7 +1107,9 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             def gemms_and_softmax(refs):
               o_ref, s_ref, *out_refs = refs
               plgpu.wgmma(s_ref, q_smem, k_t)  # S(j)
-              plgpu.wgmma(o_ref, p_prev, v_smems.at[prev])  # O += P(j-1) V(j-1)
+              v_prev = v_smems.at[prev]  # fp8: V^T, K-major as B
+              plgpu.wgmma(o_ref, p_prev,  # O += P(j-1) V(j-1)
+                          v_prev.transpose((1, 0)) if fp8 else v_prev)
               sync.pass_turn()
               s = plgpu.wgmma_accumulator_load(s_ref, wait_n=1)  # S(j) only
               for ref, value in zip(out_refs, softmax(s)):
@@ -1054,7 +1156,11 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           # Turns cover whole GEMM-issue sections; consumer 0 goes first.
           # All consumers share n_steps: with no steps there is no turn.
           pl.when((wg == last_wg) & (n_steps > 0))(sync.pass_turn)
-          p0 = plgpu.layout_cast(jnp.zeros((bq, bk), dtype), WGMMA)
+          if fp8:
+            p0 = fp8_p(plgpu.layout_cast(jnp.zeros((bq, bk), jnp.float32),
+                                         WGMMA), interpret)
+          else:
+            p0 = plgpu.layout_cast(jnp.zeros((bq, bk), dtype), WGMMA)
           acc, m_i, l_i, p_last = run_steps(item, overlapped_step,
                                             (acc, m_i, l_i, p0), alibi_tiles)
           load_next_q()
@@ -1075,14 +1181,15 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             acc, m_i, l_i)
 
         # -- epilogue (Alg. 1 lines 12-15)
-        if num_ctas:  # Q's buffer already holds the next item's Q
+        if num_ctas or fp8:  # Q's buffer holds the next item's Q / is fp8
           out = (OUT_COLS, o_smems.shape[1],
                  lambda d: o_smems.at[wg, d % o_smems.shape[1]])
         else:  # Q is no longer read: its buffer takes O, one store
           out = (head_dim, 1, lambda d: q_smem)
-        _epilogue(acc, m_i, l_i, item.q_len, q_base, rate, dtype, out,
+        _epilogue(acc, m_i, l_i, item.q_len, q_base, rate, out_ref.dtype, out,
                   lambda cols: out_ref.at[b, pl.ds(q_base, bq), n, cols],
-                  lse_smems.at[wg], lse_ref.at[b, n, pl.ds(q_base, bq)])
+                  lse_smems.at[wg], lse_ref.at[b, n, pl.ds(q_base, bq)],
+                  descale_ref[b, n, 1] if fp8 else None)
         return g0 + n_steps
 
       items.run(run_item)
@@ -1094,23 +1201,26 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
       _kv_producer(items, work_item, sync, group, bk, num_stages,
                    ((k_ref, v_ref), (k_smems, v_smems), (k_bars, v_bars)),
                    (1, drop.col_ref, key_smem, key_bars)
-                   if drop is not None else None)
+                   if drop is not None else None, v_transposed=fp8)
 
   pl.run_scoped(entry, *_scratch(dtype, head_dim, bq, bk, num_stages,
                                  consumers, num_ctas > 0, rate > 0.0,
-                                 interpret),
+                                 interpret, out_ref.dtype),
                 collective_axes="wg")
 
 
 def _kv_producer(items: schedule.Items, work_item, sync: Sync, group: int,
-                 block_kv: int, num_stages: int, kv, keys):
+                 block_kv: int, num_stages: int, kv, keys,
+                 v_transposed: bool = False):
   """The forward's producer warpgroup (FA-2 Alg. 1 line 7's loads of K_j
   and V_j): the K and V tiles [block_kv, H] of every step of the CTA's
   items into the ring (``load_kv_tiles``; ``kv``: (refs, smems, barriers)
-  of K and V, ``keys``: its dropout column keys), then a drain."""
+  of K and V, ``keys``: its dropout column keys; ``v_transposed``: V^T's
+  tiles [H, block_kv] instead, fp8), then a drain."""
   def run_item(i, g0):
     item = work_item(i, lengths=False)
-    load_kv_tiles(item, group, block_kv, num_stages, sync, *kv, g0, keys)
+    load_kv_tiles(item, group, block_kv, num_stages, sync, *kv, g0, keys,
+                  v_transposed)
     return g0 + item.n_steps
 
   steps = items.run(run_item)
@@ -1126,19 +1236,31 @@ def _kv_producer(items: schedule.Items, work_item, sync: Sync, group: int,
 
 def _scratch(dtype, head_dim: int, bq: int, bk: int, num_stages: int,
              consumers: int, persistent: bool, dropout: bool,
-             interpret: bool):
+             interpret: bool, out_dtype):
   """(shared memory, barriers) of the forward kernel: Q [C, bq, H], the K
-  and V rings [stages, bk, H], O's store slots (persistent), the LSE rows
-  [C, bq] f32, dropout's column keys [stages, bk] int32; the TMA barriers
-  (and in interpret mode stand-ins for ``Sync``'s named barriers)."""
-  tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+  and V rings [stages, bk, H] (fp8: V^T [stages, H, bk]), O's store slots
+  (persistent or fp8), the LSE rows [C, bq] f32, dropout's column keys
+  [stages, bk] int32; the TMA barriers (and in interpret mode stand-ins for
+  ``Sync``'s named barriers).  Rows of 128 bytes are swizzled by 128 (tiles
+  [8, 128 / itemsize]); fp8 head dim 64: 64-byte rows, swizzle 64."""
+  fp8 = dtype == FP8
+
+  def tiled(row_bytes):
+    swizzle = min(128, row_bytes)
+    cols = swizzle // jnp.dtype(dtype).itemsize
+    return (plgpu.TilingTransform((8, cols)), plgpu.SwizzleTransform(swizzle))
+
+  qk_tiled = tiled(head_dim * jnp.dtype(dtype).itemsize)
+  out_tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+  v_shape = (num_stages, head_dim, bk) if fp8 else (num_stages, bk, head_dim)
   smem = (
-      plgpu.SMEM((consumers, bq, head_dim), dtype, transforms=tiled),
-      plgpu.SMEM((num_stages, bk, head_dim), dtype, transforms=tiled),
-      plgpu.SMEM((num_stages, bk, head_dim), dtype, transforms=tiled),
-      # O store slots (persistent only; else O reuses Q's buffer)
-      plgpu.SMEM((consumers, out_slots(head_dim), bq, OUT_COLS), dtype,
-                 transforms=tiled) if persistent else (),
+      plgpu.SMEM((consumers, bq, head_dim), dtype, transforms=qk_tiled),
+      plgpu.SMEM((num_stages, bk, head_dim), dtype, transforms=qk_tiled),
+      plgpu.SMEM(v_shape, dtype,
+                 transforms=tiled(v_shape[-1] * jnp.dtype(dtype).itemsize)),
+      # O store slots (persistent or fp8; else O reuses Q's buffer)
+      plgpu.SMEM((consumers, out_slots(head_dim), bq, OUT_COLS), out_dtype,
+                 transforms=out_tiled) if persistent or fp8 else (),
       plgpu.SMEM((consumers, bq), jnp.float32),
   )
   if dropout:  # dropout column keys, with V (``load_kv_tiles``)
@@ -1251,9 +1373,21 @@ def padded_segments(arrays: masks.MaskArrays, tp: int, sp: int):
   return [pad(arrays.q_segment_ids, tp), pad(arrays.kv_segment_ids, sp)]
 
 
-def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
-  """Returns (out [B, T, N, H] q.dtype, lse [B, N, T] f32, +inf fully masked)."""
+def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams,
+            descales=None):
+  """Returns (out [B, T, N, H] q.dtype, lse [B, N, T] f32, +inf fully masked).
+
+  fp8 (q, k, v float8_e4m3fn): ``descales`` = (q_descale * k_descale,
+  v_descale), float32 [B, K] each (``_dispatch.validate_descales``; > 0 or
+  NaN); out is bfloat16.  Both GEMMs run in e4m3 with f32 accumulators
+  (wgmma m64nNk32).  fp8 wgmma takes only K-major operands, so V is
+  transposed to V^T [B, K, H, S] by XLA before the kernel (one extra pass
+  over V: read S*K*H bytes, write as many; its keys in ``fp8_key_order``),
+  and its tiles [H, block_kv] are the P V GEMM's B operand."""
   check_supported(params, q, k, v, arrays)
+  fp8 = jnp.dtype(q.dtype) == FP8
+  if fp8 != (descales is not None):
+    raise ValueError("descales go with float8_e4m3fn q, k, v, and only then")
   spec = params.spec
   b, t, n, h = q.shape
   _, s, kh, _ = k.shape
@@ -1270,6 +1404,8 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   if (sp, hp) != (s, h):
     k = jnp.pad(k, ((0, 0), (0, sp - s), (0, 0), (0, hp - h)))
     v = jnp.pad(v, ((0, 0), (0, sp - s), (0, 0), (0, hp - h)))
+  if fp8:
+    v = fp8_key_order(jnp.transpose(v, (0, 2, 3, 1)))  # V^T [B, K, Hp, Sp]
 
   q_len, kv_len, offset, dense = mask_inputs(spec, arrays, t, s, tp, sp)
   tiles = tile_table(spec, arrays, dense, q_len, kv_len, offset, num_q_tiles,
@@ -1282,6 +1418,9 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
   alibi = arrays.alibi_slopes is not None
   if alibi:
     operands.append(alibi_slopes(arrays, b))
+  if fp8:  # per query head: (q_descale * k_descale, v_descale) [B, N, 2]
+    operands.append(jnp.repeat(jnp.stack(descales, axis=-1).astype(
+        jnp.float32), n // kh, axis=1))
   rate = params.dropout_rate
   if rate > 0.0:
     operands += dropout_keys(arrays, tp, sp)
@@ -1297,7 +1436,8 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
     # holds.  (Without groups they read every head's K/V from HBM; at the
     # power cap that cost the clock 14%: H200, session 4, history at
     # commit 29bf24f.)
-    kv_bytes = 2 * b * sp * hp * q.dtype.itemsize * kh // n  # per q head
+    # K/V bytes per query head
+    kv_bytes = 2 * b * sp * hp * jnp.dtype(q.dtype).itemsize * kh // n
     hg = schedule.heads_per_group(n, kv_bytes, cfg.head_group_mib)
   order = schedule.launch_order(b, n, num_q_tiles, cfg.heads_inner, hg)
   if num_ctas:  # each CTA's items (schedule.py), work from the masks
@@ -1322,7 +1462,8 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams):
     grid_names = tuple(name for name, _ in order)
   out, lse = plgpu.kernel(
       kernel,
-      out_type=(jax.ShapeDtypeStruct((b, tp, n, hp), q.dtype),
+      out_type=(jax.ShapeDtypeStruct((b, tp, n, hp),
+                                     jnp.bfloat16 if fp8 else q.dtype),
                 jax.ShapeDtypeStruct((b, n, tp), jnp.float32)),
       grid=grid,
       grid_names=grid_names,
