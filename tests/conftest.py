@@ -55,14 +55,30 @@ def _fresh_jits():
 ON_GPU = jax.default_backend() == "gpu"
 
 
+# Each test's seconds in the last .ci/gpu run (one H100, 16 workers; written
+# with PF_TEST_TIMES, "seconds outcome nodeid" or "seconds nodeid" lines):
+# the GPU run starts the longest tests first, so that no worker ends on a
+# long compile that started late.  A test not listed counts as long.
+_GPU_TIMES = os.path.join(os.path.dirname(__file__), "gpu_times.txt")
+_NEW_TEST_SECONDS = 30.0
+
+
+def _gpu_seconds() -> dict[str, float]:
+  if not os.path.exists(_GPU_TIMES):
+    return {}
+  with open(_GPU_TIMES) as f:
+    rows = [line.split() for line in f if line.strip()]
+  return {row[-1]: float(row[0]) for row in rows}
+
+
 def pytest_collection_modifyitems(config, items):
   """Marks the Mosaic GPU kernel runs that go through Pallas's interpreter
   (CPU only) as ``mgpu_interpret``, so ``-m mgpu_interpret`` selects them
-  (see docs/design.md, "Interpret mode on a CPU").  On a GPU, puts the
-  GPU-sized (``slow``) cases first, so that the pytest workers of .ci/gpu
-  do not finish on a tail of long compiles."""
+  (see docs/design.md, "Interpret mode on a CPU").  On a GPU, orders the
+  tests longest first (``_GPU_TIMES``)."""
   if ON_GPU:
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    seconds = _gpu_seconds()
+    items.sort(key=lambda item: -seconds.get(item.nodeid, _NEW_TEST_SECONDS))
     return
   for item in items:
     params = getattr(item, "callspec", None)

@@ -83,7 +83,7 @@ def test_dbias_only_when_the_bias_needs_a_gradient(monkeypatch):
     return grads
 
   monkeypatch.setattr(triton_backward, "backward", spy)
-  case = Case("skip", t=33, s=33, h=40)
+  case = Case("skip", t=33, s=33, h=40, dtype="bfloat16")
   q, k, v, _ = case.inputs()
   bias = _bias(case, "heads")
   f = lambda q, bias: pf.flash_attention(q, k, v, bias=bias, implementation=IMPL).sum()
