@@ -268,3 +268,20 @@ def test_ring_mask_needs_every_key_column():
   with pytest.raises(ValueError, match=r"mask of shape \(1, 1, 16, 16\)"):
     jax.eval_shape(ring, jax.ShapeDtypeStruct((1, 16 * NUM, 2, 32),
                                               jnp.float32))
+
+
+def test_block_visible_is_any_visible_pair():
+  # masks.block_visible (how the ring skips a block) against the mask rules
+  # pair by pair, for windows, causal or not, diagonals above and below.
+  from pallas_flash import masks
+  for causal in (False, True):
+    for window in (None, (0, 0), (3, 0), (2, 5)):
+      spec = masks.MaskSpec(is_causal=causal, window=window)
+      for t, s, offset in ((8, 8, 0), (8, 8, -9), (8, 8, -8), (4, 8, 9),
+                           (4, 8, 12), (8, 4, -3), (0, 8, 0), (8, 0, 0)):
+        i, j = np.arange(t)[:, None], np.arange(s)[None]
+        want = bool(np.any(masks.position_visible(spec, i, j, t, s, offset)))
+        got = masks.block_visible(spec, t, s, offset, xp=np)
+        assert bool(got) == want, (spec, t, s, offset)
+        assert bool(masks.block_visible(spec, jnp.int32(t), jnp.int32(s),
+                                        jnp.int32(offset))) == want
