@@ -8,22 +8,30 @@ Issue 13's benchmark.  First, on the GPUs, correctness and communication:
   hold no collective at all;
 * ``ring_attention`` in ``shard_map`` (zigzag causal GQA, contiguous
   non-causal, zigzag causal with segment ids and key lengths, zigzag causal
-  bottom-right with ragged lengths over B = 2) against the float32
+  bottom-right with ragged lengths over B = 2, zigzag causal with a window
+  of a quarter share) against the float32
   reference on the whole sequence,
   next to the single-device kernel's error on the same inputs; its HLO may
   move data by collective-permutes only;
 * ``jax.jit(flash_attention)`` on q / k / v sharded over the sequence (the
-  automatic ring of sharding.py; causal and not, and causal bottom-right
-  with ragged lengths) against the one-device call, likewise.
+  automatic ring of sharding.py; causal and not, causal bottom-right with
+  ragged lengths, causal with a window of a quarter share) against the
+  one-device call, likewise.
 
-Per cell (the first one before the checks) (bf16, head dim 128, 16 heads, S in ``--seqlens``, causal and
-not), in one process and interleaved (``benchmarks.timing.time_interleaved``):
+Per cell (the first one before the checks) (bf16, head dim 128, 16 heads,
+S in ``--seqlens``, causal and not, and causal with each ``--windows`` w:
+``local_window_size=(w, 0)``), in one process and interleaved
+(``benchmarks.timing.time_interleaved``):
 
 * context parallel: one sequence (B = 1) on one GPU against the same
-  sequence split over P GPUs by ``ring_attention`` (zigzag layout when
-  causal, contiguous otherwise); efficiency = t_1 / (P * t_P);
-* batch parallel: B = P sequences on one GPU against the same batch
-  sharded ``P("x")`` over P GPUs under ``jax.jit``; same efficiency.
+  sequence split over P GPUs by ``ring_attention`` in ``shard_map``
+  (zigzag layout when causal, contiguous otherwise), and by the automatic
+  ring (``jax.jit(flash_attention)`` on ``P(None, "seq")`` arrays, which
+  reorders causal shares into zigzag inside the call); efficiency =
+  t_1 / (P * t_P), fwd+bwd and fwd alone;
+* batch parallel (cells without a window): B = P sequences on one GPU
+  against the same batch sharded ``P("x")`` over P GPUs under
+  ``jax.jit``; same efficiency.
 
 Times are medians of ``--reps`` bursts; fwd+bwd = one ``jax.vjp`` forward
 plus the backward with a random cotangent.  The run stops starting cells
@@ -74,10 +82,11 @@ def _qkv_do(b, t, n, k, h, seed=0, dtype=jnp.bfloat16):
           _normal(ks[2], (b, t, k, h), dtype), _normal(ks[3], (b, t, n, h), dtype))
 
 
-def _attn(causal, implementation=None, alignment="top_left"):
+def _attn(causal, implementation=None, alignment="top_left", window=None):
   return functools.partial(pf.flash_attention, is_causal=causal,
                            implementation=implementation,
-                           causal_alignment=alignment)
+                           causal_alignment=alignment,
+                           local_window_size=window)
 
 
 def _ragged(t):
@@ -90,7 +99,7 @@ def _ragged(t):
 
 
 def _ring(mesh, causal, layout, implementation=None, masks=None,
-          alignment="top_left"):
+          alignment="top_left", window=None):
   """fwd(q, k, v) over shares of axis "seq" (arrays already in layout order);
   ``masks``: {lengths [B] (replicated) and segment ids [B, T] (shared)}."""
   spec = P(None, "seq")
@@ -98,7 +107,8 @@ def _ring(mesh, causal, layout, implementation=None, masks=None,
   ring = jax.shard_map(
       lambda q, k, v, m: pf.ring_attention(
           q, k, v, axis_name="seq", is_causal=causal, layout=layout,
-          implementation=implementation, causal_alignment=alignment, **m),
+          implementation=implementation, causal_alignment=alignment,
+          local_window_size=window, **m),
       mesh=mesh, in_specs=(spec,) * 3 + (
           {name: P() if x.ndim == 1 else spec for name, x in masks.items()},),
       out_specs=spec, check_vma=False)
@@ -164,11 +174,13 @@ def check_ring(devices, size) -> list[dict]:
   packed = dict(query_segment_ids=seg[None], key_value_seq_lengths=jnp.array(
       [t - t // 10], jnp.int32))
   br = "bottom_right"
+  window = dict(local_window_size=(t // (4 * p), 0))  # a quarter share
   for layout, causal, k_heads, b, align, kw in [
       ("zigzag", True, n // 4, 1, "top_left", {}),
       ("contiguous", False, n, 1, "top_left", {}),
       ("zigzag", True, n // 4, 1, "top_left", packed),
-      ("zigzag", True, n // 4, 2, br, _ragged(t))]:
+      ("zigzag", True, n // 4, 2, br, _ragged(t)),
+      ("zigzag", True, n // 4, 1, "top_left", window)]:
     q, k, v, do = _qkv_do(b, t, n, k_heads, h, seed=2)
     f32 = lambda x: x.astype(jnp.float32)
     with jax.default_matmul_precision("highest"):
@@ -182,10 +194,11 @@ def check_ring(devices, size) -> list[dict]:
     put = lambda x: jax.device_put(order(x),
                                    NamedSharding(mesh, P(None, "seq")))
     args = tuple(put(x) for x in (q, k, v, do))
-    ring_kw = {name: x if x.ndim == 1 else order(x) for name, x in kw.items()}
+    ring_kw = {name: x if x.ndim == 1 else order(x)
+               for name, x in kw.items() if name != "local_window_size"}
     compiled = fwd_bwd_out(_ring(
         mesh, causal, layout, None if size == "gpu" else "triton",
-        ring_kw, align)).lower(*args).compile()
+        ring_kw, align, kw.get("local_window_size"))).lower(*args).compile()
     got = compiled(*args)
     hlo = compiled.as_text()
     err_ring = [rel_l2(g, order(r)) for g, r in zip(got, ref)]
@@ -194,7 +207,7 @@ def check_ring(devices, size) -> list[dict]:
     ok = (all(er <= 2 * eo + 2e-3 for er, eo in zip(err_ring, err_one))
           and "collective-permute" in hlo and not _NOT_PERMUTE.search(hlo))
     what = ("" if not kw else " bottom_right ragged" if align == br
-            else " segments+kv_len")
+            else " window" if kw is window else " segments+kv_len")
     rows.append(dict(check=f"ring {layout} {'causal' if causal else 'full'}"
                      f" K={k_heads}{what}", shape=[b, t, n, k_heads, h],
                      err_ring_vs_f32=err_ring, err_1dev_vs_f32=err_one,
@@ -212,10 +225,11 @@ def check_auto_ring(devices, size) -> list[dict]:
   h, n = (HEAD_DIM, HEADS) if size == "gpu" else (32, 4)
   impl = None if size == "gpu" else "triton"
   rows = []
-  for causal, align in ((True, "top_left"), (False, "top_left"),
-                        (True, "bottom_right")):
-    kw = _ragged(t) if align == "bottom_right" else {}
-    b = 2 if kw else 1
+  window = dict(local_window_size=(t // (4 * len(devices)), 0))
+  for causal, align, kw in ((True, "top_left", {}), (False, "top_left", {}),
+                            (True, "bottom_right", _ragged(t)),
+                            (True, "top_left", window)):
+    b = 2 if align == "bottom_right" else 1
     q, k, v, do = _qkv_do(b, t, n, n // 4, h, seed=3)
     fb = fwd_bwd_out(functools.partial(_attn(causal, impl, align), **kw))
     want = fb(q, k, v, do)
@@ -228,8 +242,10 @@ def check_auto_ring(devices, size) -> list[dict]:
     kept = got[0].sharding.is_equivalent_to(args[0].sharding, 4)
     ok = (max(errs) < 1e-2 and kept and "collective-permute" in hlo
           and not _NOT_PERMUTE.search(hlo))
+    what = (" bottom_right ragged" if align == "bottom_right"
+            else " window" if kw else "")
     rows.append(dict(check=f"jit auto ring {'causal' if causal else 'full'}"
-                     f" K={n // 4}{' bottom_right ragged' if kw else ''}",
+                     f" K={n // 4}{what}",
                      shape=[b, t, n, n // 4, h],
                      err_vs_1dev=max(errs), shardings_kept=kept,
                      collectives=_collectives(hlo), ok=bool(ok)))
@@ -244,26 +260,43 @@ def _flops(b, t, causal):
   return 3.5 * 4 * b * HEADS * t * t * HEAD_DIM * (0.5 if causal else 1.0)
 
 
-def bench_cell(devices, t, causal, reps, sample_s, hlo_out=None) -> dict:
+def bench_cell(devices, t, causal, reps, sample_s, hlo_out=None,
+               window=None) -> dict:
+  """One timed cell: one sequence on one GPU against ``ring_attention`` in
+  ``shard_map`` (zigzag where causal work is unbalanced) and the automatic
+  ring (``jax.jit(flash_attention)`` on ``P(None, "seq")`` arrays), fwd+bwd
+  and fwd; without a window also batch sharding (B = P)."""
   p = len(devices)
   seq_mesh = jax.sharding.Mesh(np.array(devices), ("seq",))
   batch_mesh = jax.sharding.Mesh(np.array(devices), ("x",))
-  layout = "zigzag" if causal else "contiguous"
+  # As the automatic ring chooses (ring._balanced): a causal window within
+  # a share is balanced in contiguous shares, in two steps.
+  layout = ("zigzag" if causal and (window is None or window > t // p)
+            else "contiguous")
   q, k, v, do = _qkv_do(p, t, HEADS, HEADS, HEAD_DIM, seed=t)
   one = lambda x: x[:1]
   seq = lambda x: jax.device_put(one(x), NamedSharding(seq_mesh, P(None, "seq")))
   bat = lambda x: jax.device_put(x, NamedSharding(batch_mesh, P("x")))
-  attn = _attn(causal)
-  ring = _ring(seq_mesh, causal, layout)
+  attn = _attn(causal, window=window)
+  ring = _ring(seq_mesh, causal, layout, window=window)
   fb_attn, fb_ring = fwd_bwd(attn), fwd_bwd(ring)
+  b1, b1_fwd = (tuple(one(x) for x in (q, k, v, do)),
+                tuple(one(x) for x in (q, k, v)))
+  sq, sq_fwd = tuple(seq(x) for x in (q, k, v, do)), tuple(
+      seq(x) for x in (q, k, v))
   calls = {
-      "1gpu_b1": (fb_attn, tuple(one(x) for x in (q, k, v, do))),
-      "ring": (fb_ring, tuple(seq(x) for x in (q, k, v, do))),
+      "1gpu_b1": (fb_attn, b1),
+      "ring": (fb_ring, sq),
+      "auto_ring": (fb_attn, sq),
       "1gpu_bP": (fb_attn, (q, k, v, do)),
       "batch": (fb_attn, tuple(bat(x) for x in (q, k, v, do))),
-      "1gpu_b1_fwd": (jax.jit(attn), tuple(one(x) for x in (q, k, v))),
-      "ring_fwd": (jax.jit(ring), tuple(seq(x) for x in (q, k, v))),
+      "1gpu_b1_fwd": (jax.jit(attn), b1_fwd),
+      "ring_fwd": (jax.jit(ring), sq_fwd),
+      "auto_ring_fwd": (jax.jit(attn), sq_fwd),
   }
+  if window is not None:  # batch sharding does not depend on the mask
+    del calls["1gpu_bP"], calls["batch"]
+  del q, k, v, do
   compile_s, hlo = {}, {}
   for name, (f, args) in calls.items():
     t0 = time.perf_counter()
@@ -273,46 +306,61 @@ def bench_cell(devices, t, causal, reps, sample_s, hlo_out=None) -> dict:
     log(f"    {name}: compiled and ran once in {compile_s[name]:.1f} s")
     hlo[name] = compiled.as_text()
     calls[name] = (compiled, args)
-  batch_hlo, ring_hlo = hlo["batch"], hlo["ring"]
   if hlo_out:
     with open(hlo_out, "w") as f:
-      f.write(ring_hlo)
+      f.write(hlo["ring"])
   times = time_interleaved(calls, reps, sample_s)
   ms = {name: times[name][0] * 1e3 for name in calls}
+  eff = lambda one, many: ms[one] / (p * ms[many])
+  name = f"S{t // 1024}k" if t >= 1024 else f"S{t}"
   row = dict(
-      cell=f"S{t // 1024}k-{'C' if causal else 'N'}" if t >= 1024 else
-      f"S{t}-{'C' if causal else 'N'}", seqlen=t, causal=causal,
+      cell=f"{name}-{'C' if causal else 'N'}"
+      + (f"-w{window}" if window is not None else ""),
+      seqlen=t, causal=causal, window=window,
       devices=p, layout=layout, ms=ms,
       spread={name: times[name][1] for name in calls},
       compile_and_first_call_s=compile_s,
-      ring_efficiency=ms["1gpu_b1"] / (p * ms["ring"]),
-      ring_fwd_efficiency=ms["1gpu_b1_fwd"] / (p * ms["ring_fwd"]),
-      batch_efficiency=ms["1gpu_bP"] / (p * ms["batch"]),
-      tflops_per_gpu={
-          "1gpu_b1": _flops(1, t, causal) / ms["1gpu_b1"] / 1e9,
-          "ring": _flops(1, t, causal) / p / ms["ring"] / 1e9,
-          "1gpu_bP": _flops(p, t, causal) / ms["1gpu_bP"] / 1e9,
-          "batch": _flops(p, t, causal) / p / ms["batch"] / 1e9},
-      batch_collectives=_collectives(batch_hlo),
-      ring_collectives=_collectives(ring_hlo))
+      ring_efficiency=eff("1gpu_b1", "ring"),
+      ring_fwd_efficiency=eff("1gpu_b1_fwd", "ring_fwd"),
+      auto_ring_efficiency=eff("1gpu_b1", "auto_ring"),
+      auto_ring_fwd_efficiency=eff("1gpu_b1_fwd", "auto_ring_fwd"),
+      ring_collectives=_collectives(hlo["ring"]),
+      auto_ring_collectives=_collectives(hlo["auto_ring"]))
+  if window is None:
+    row.update(
+        batch_efficiency=eff("1gpu_bP", "batch"),
+        tflops_per_gpu={
+            "1gpu_b1": _flops(1, t, causal) / ms["1gpu_b1"] / 1e9,
+            "ring": _flops(1, t, causal) / p / ms["ring"] / 1e9,
+            "auto_ring": _flops(1, t, causal) / p / ms["auto_ring"] / 1e9,
+            "1gpu_bP": _flops(p, t, causal) / ms["1gpu_bP"] / 1e9,
+            "batch": _flops(p, t, causal) / p / ms["batch"] / 1e9},
+        batch_collectives=_collectives(hlo["batch"]))
   log(f"  {row['cell']}: " + "  ".join(f"{n} {x:.1f} ms" for n, x in ms.items())
       + f"  | ring eff {row['ring_efficiency']:.3f} (fwd "
-      f"{row['ring_fwd_efficiency']:.3f})  batch eff "
-      f"{row['batch_efficiency']:.3f}")
+      f"{row['ring_fwd_efficiency']:.3f})  auto ring eff "
+      f"{row['auto_ring_efficiency']:.3f} (fwd "
+      f"{row['auto_ring_fwd_efficiency']:.3f})  batch eff "
+      f"{row.get('batch_efficiency', float('nan')):.3f}")
   return row
 
 
 def table(rows, p) -> str:
   lines = [f"| cell (bf16 d128 N16) | 1 GPU B1 | ring x{p} | ring eff | "
-           f"ring fwd eff | 1 GPU B{p} | batch x{p} | batch eff |",
-           "|---" * 8 + "|"]
+           f"ring fwd eff | auto ring x{p} | auto ring eff | auto ring fwd "
+           f"eff | 1 GPU B{p} | batch x{p} | batch eff |",
+           "|---" * 11 + "|"]
   for r in rows:
     ms = r["ms"]
+    batch = (f"{ms['1gpu_bP']:.1f} | {ms['batch']:.1f} | "
+             f"**{r['batch_efficiency']:.3f}**" if "batch" in ms
+             else "- | - | -")
     lines.append(
         f"| {r['cell']} ({r['layout']}) | {ms['1gpu_b1']:.1f} | "
         f"{ms['ring']:.1f} | **{r['ring_efficiency']:.3f}** | "
-        f"{r['ring_fwd_efficiency']:.3f} | {ms['1gpu_bP']:.1f} | "
-        f"{ms['batch']:.1f} | **{r['batch_efficiency']:.3f}** |")
+        f"{r['ring_fwd_efficiency']:.3f} | {ms['auto_ring']:.1f} | "
+        f"**{r['auto_ring_efficiency']:.3f}** | "
+        f"{r['auto_ring_fwd_efficiency']:.3f} | {batch} |")
   return "\n".join(lines)
 
 
@@ -323,6 +371,9 @@ def main(argv=None) -> int:
                   help="timed cells' S; none given: the checks only")
   ap.add_argument("--causal", choices=("both", "causal", "full"),
                   default="both")
+  ap.add_argument("--windows", type=int, nargs="*", default=[],
+                  help="also time causal cells with local_window_size="
+                  "(w, 0) at each S, e.g. 4096")
   ap.add_argument("--reps", type=int, default=3)
   ap.add_argument("--sample-ms", type=float, default=50.0)
   ap.add_argument("--budget", type=float, default=1e9,
@@ -359,10 +410,11 @@ def main(argv=None) -> int:
                                                                    size)
     save()
 
-  cells = [(t, c) for c in {"both": (True, False), "causal": (True,),
-                            "full": (False,)}[args.causal]
+  cells = [(t, c, None) for c in {"both": (True, False), "causal": (True,),
+                                  "full": (False,)}[args.causal]
            for t in args.seqlens]
-  for i, (t, causal) in enumerate(cells):
+  cells += [(t, True, w) for w in args.windows for t in args.seqlens]
+  for i, (t, causal, window) in enumerate(cells):
     if i == 1:  # the first cell (the headline) before the checks
       checks()
     if time.perf_counter() - start > args.budget:
@@ -372,7 +424,7 @@ def main(argv=None) -> int:
     hlo = (os.path.join(args.out, "ring_fwdbwd_hlo.txt")
            if args.out and i == 0 else None)
     out["cells"].append(bench_cell(devices, t, causal, args.reps,
-                                   args.sample_ms / 1e3, hlo))
+                                   args.sample_ms / 1e3, hlo, window))
     save()
   if len(cells) < 2:
     checks()

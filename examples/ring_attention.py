@@ -9,7 +9,8 @@ small).  Two ways, each checked against the one-device call:
    lengths; values and gradients (fwd + bwd as a ring).
 2. Plain ``jax.jit(pallas_flash.flash_attention)`` on q / k / v sharded over
    the sequence (``P(None, "seq")``): a kernel call runs the same ring by
-   itself (contiguous chunks).
+   itself, balanced (causal shares reordered into the zigzag layout and
+   back inside the call, by collective-permutes).
 
 For both, the compiled program is searched for collectives: a ring moves
 K / V with collective-permutes only (no all-gather of the sequence).

@@ -291,24 +291,10 @@ def validate(query, key, value, bias, mask, scale, is_causal, q_lengths,
     kv_seg = segments(kv_seg, "key_value_segment_ids", s)
 
   full = (b, n, t, s)
-
-  def broadcastable(x, name, is_bool):
-    x = jnp.asarray(x)
-    if is_bool and x.dtype != jnp.bool_:
-      raise ValueError(f"{name} must be boolean (True = attend), got {x.dtype}; "
-                       "pass additive masks as bias")
-    if not is_bool and not jnp.issubdtype(x.dtype, jnp.floating):
-      raise ValueError(f"{name} must be a float array, got {x.dtype}")
-    if x.ndim > 4 or any(d not in (1, f) for d, f in
-                         zip((1,) * (4 - x.ndim) + x.shape, full)):
-      raise ValueError(f"{name} of shape {x.shape} does not broadcast to "
-                       f"[B, N, T, S] = {list(full)}")
-    return x.reshape((1,) * (4 - x.ndim) + x.shape)
-
   if mask is not None:
-    mask = broadcastable(mask, "mask", True)
+    mask = broadcastable(mask, "mask", True, full)
   if bias is not None:
-    bias = broadcastable(bias, "bias", False)
+    bias = broadcastable(bias, "bias", False, full)
 
   spec = masks.MaskSpec(
       is_causal=bool(is_causal), bottom_right=causal_alignment == "bottom_right",
@@ -356,6 +342,22 @@ def validate_descales(q, k, descales):
     x = jnp.broadcast_to(jnp.asarray(x), (b, kh))
     out.append(jnp.where(jnp.isfinite(x) & (x > 0), x, jnp.nan))
   return tuple(out)
+
+
+def broadcastable(x, name: str, is_bool: bool, full):
+  """A boolean mask (``is_bool``) or float bias that broadcasts to ``full``
+  = [B, N, T, S], as a 4-D array (size-1 dims kept)."""
+  x = jnp.asarray(x)
+  if is_bool and x.dtype != jnp.bool_:
+    raise ValueError(f"{name} must be boolean (True = attend), got {x.dtype}; "
+                     "pass additive masks as bias")
+  if not is_bool and not jnp.issubdtype(x.dtype, jnp.floating):
+    raise ValueError(f"{name} must be a float array, got {x.dtype}")
+  if x.ndim > 4 or any(d not in (1, f) for d, f in
+                       zip((1,) * (4 - x.ndim) + x.shape, full)):
+    raise ValueError(f"{name} of shape {x.shape} does not broadcast to "
+                     f"[B, N, T, S] = {list(full)}")
+  return x.reshape((1,) * (4 - x.ndim) + x.shape)
 
 
 def validate_score_terms(arrays, b, n, slopes, rate, rng, broadcast):

@@ -135,29 +135,30 @@ def alibi_linear(side, row_term, col_term):
 
 
 def _span(spec: MaskSpec, pos, q_len, kv_len, offset, kv_major: bool,
-          zero):
+          zero, xp=jnp):
   """[lo, hi): the keys that query row ``pos`` may see (``kv_major``: the
   query rows that may see key ``pos``) by the causal / window / length
   rules; empty where hi <= lo.  Whether ``pos`` itself is a real row is
   left to the caller.  lo and hi never decrease as ``pos`` grows.  ``zero``:
-  the lowest lo, in the shape lo takes without causal / window rules."""
+  the lowest lo, in the shape lo takes without causal / window rules.
+  ``xp``: ``jnp``, or ``np`` for static Python ints (ring.py's plan)."""
   lo = zero
   if kv_major:  # j = pos: i >= j - offset (causal), the window's two sides
     hi = q_len
     if spec.is_causal:
-      lo = jnp.maximum(lo, pos - offset)
+      lo = xp.maximum(lo, pos - offset)
     if spec.window is not None:
       left, right = spec.window
-      lo = jnp.maximum(lo, pos - offset - right)
-      hi = jnp.minimum(hi, pos - offset + left + 1)
+      lo = xp.maximum(lo, pos - offset - right)
+      hi = xp.minimum(hi, pos - offset + left + 1)
   else:  # i = pos: j <= i + offset (causal), the window's two sides
     hi = kv_len
     if spec.is_causal:
-      hi = jnp.minimum(hi, pos + offset + 1)
+      hi = xp.minimum(hi, pos + offset + 1)
     if spec.window is not None:
       left, right = spec.window
-      lo = jnp.maximum(lo, pos + offset - left)
-      hi = jnp.minimum(hi, pos + offset + right + 1)
+      lo = xp.maximum(lo, pos + offset - left)
+      hi = xp.minimum(hi, pos + offset + right + 1)
   return lo, hi
 
 
@@ -196,7 +197,7 @@ def segment_visible(q_seg, kv_seg):
   return (q_seg == kv_seg) & (q_seg >= 0)
 
 
-def kv_bounds(spec: MaskSpec, q_start, q_end, kv_len, offset):
+def kv_bounds(spec: MaskSpec, q_start, q_end, kv_len, offset, xp=jnp):
   """Keys that query rows [q_start, q_end) may see, from positions alone.
 
   Returns (lo, hi, full_lo, full_hi): keys outside [lo, hi) are invisible to
@@ -207,9 +208,21 @@ def kv_bounds(spec: MaskSpec, q_start, q_end, kv_len, offset):
   from the last row's lo to the first row's hi.
   """
   span = lambda row: _span(spec, row, None, kv_len, offset, False,
-                           jnp.zeros_like(kv_len))
+                           xp.zeros_like(kv_len), xp)
   (lo, full_hi), (full_lo, hi) = span(q_start), span(q_end - 1)
   return lo, hi, full_lo, full_hi
+
+
+def block_visible(spec: MaskSpec, q_len, kv_len, offset, xp=jnp):
+  """Whether query rows [0, q_len) and keys [0, kv_len) with the diagonal
+  at ``offset`` hold a pair visible by the causal / window / length rules
+  (``kv_bounds``: the rows' spans are consecutive and move right one key a
+  row, so their union [lo, hi) is one interval).  Ring attention skips a
+  (query share, key share) block where this is False (``offset`` then
+  includes the block's ``q_start - k_start``); ``xp=np`` decides it for
+  Python ints."""
+  lo, hi, _, _ = kv_bounds(spec, 0, q_len, kv_len, offset, xp)
+  return (q_len > 0) & (hi > lo)
 
 
 def q_bounds(spec: MaskSpec, k_start, k_end, q_len, kv_len, offset):

@@ -35,6 +35,23 @@ qs - ks + Lk[b] - Lq[b] (qs, ks: the block's first query / key position),
 which the kernels add to their diagonal and tile bounds, and a ``lax.cond``
 skips the blocks where no batch row has a visible pair (``_run``).
 
+Sliding windows run the same shifted blocks: ``masks.py`` defines the
+window relative to the diagonal (i + offset - left <= j <= i + offset +
+right), so the block's shift places it on the whole sequence, and
+``masks.block_visible`` skips a block no row of which sees a key of it, per
+device.  Where the shift is static (no per-row lengths) the plan also
+drops the steps no device needs (``_steps``: a causal window narrower than
+a share keeps steps 0 and 1); K/V then jump over them in one
+collective-permute.  A dense mask is held as each device's rows against
+every key (the layout's order); each block slices the columns of the share
+it meets (``_arrays``), so the mask never travels.
+
+The automatic ring (``backend_calls``, sharding.py's calls under ``jit``)
+receives contiguous shares; causal, it reorders them into the zigzag layout
+and back inside the call, by collective-permutes of half-shares
+(``_reorder``), so the work is balanced with no permutation asked of the
+user.
+
 Letters: B batch, T / S local query / key chunk length, N / K query / kv
 heads, H head dim; layout [B, T, N, H] as everywhere.
 """
@@ -47,6 +64,7 @@ from typing import NamedTuple
 import jax
 from jax import lax
 import jax.numpy as jnp
+import numpy as np
 
 from pallas_flash import _dispatch, masks
 from pallas_flash.params import KernelParams
@@ -56,6 +74,7 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
                    layout: str = "contiguous", scale: float | None = None,
                    query_seq_lengths=None, key_value_seq_lengths=None,
                    query_segment_ids=None, key_value_segment_ids=None,
+                   local_window_size=None, mask=None,
                    causal_alignment: masks.CausalAlignment = "top_left",
                    logits_soft_cap: float | None = None,
                    implementation: str | None = None, config=None):
@@ -85,6 +104,16 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
     key_value_segment_ids: int ``[B, S]``, this device's share for the
       keys; defaults to ``query_segment_ids``.  They travel round the ring
       with their K/V share.
+    local_window_size: ``w`` or ``(left, right)``, as for
+      ``flash_attention``, on positions of the whole sequence.  Ring steps
+      whose K/V share no local query row can see are skipped (``lax.cond``
+      per device), and steps that no device needs leave the ring.
+    mask: boolean ``[B | 1, N | 1, T | 1, P * S | 1]`` (True = attend): this
+      device's query rows against the keys of the *whole* sequence in the
+      layout's order, i.e. a global ``[B, N, P T, P S]`` mask sharded over
+      its rows (``P(None, None, axis_name)``; zigzag: ``zigzag`` its rows
+      and its columns).  Each step slices the columns of the K/V share it
+      holds; the mask itself never travels.
     causal_alignment: ``"top_left"`` or ``"bottom_right"`` (query row i
       of batch row b sees keys ``j <= i + kv_len[b] - q_len[b]`` of the
       whole lengths, as ``flash_attention``); the same diagonal for equal
@@ -100,73 +129,168 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
 
   Raises:
     ValueError: malformed input (as ``flash_attention``), an unknown
-      layout, causal with T != S, or a zigzag share of odd length.
+      layout, causal with T != S, a zigzag share of odd length, or a mask
+      that does not broadcast to ``[B, N, T, P * S]``.
     NotImplementedError: ``implementation="xla"`` (no block backward with
       a given lse), or a backend that cannot take the input.
   """
   q, k, v, arrays, spec, scale, cap, squeeze = _dispatch.validate(
       query, key, value, None, None, scale, is_causal, query_seq_lengths,
-      key_value_seq_lengths, None, implementation, causal_alignment,
-      query_segment_ids, key_value_segment_ids, logits_soft_cap)
+      key_value_seq_lengths, local_window_size, implementation,
+      causal_alignment, query_segment_ids, key_value_segment_ids,
+      logits_soft_cap)
   if squeeze:
     raise ValueError(f"ring_attention takes [B, T, N, H] shares, got query "
                      f"{jnp.shape(query)}")
   if layout not in ("contiguous", "zigzag"):
     raise ValueError(f"layout={layout!r} must be 'contiguous' or 'zigzag'")
-  if is_causal and q.shape[1] != k.shape[1]:
+  (b, t, n, _), s = q.shape, k.shape[1]
+  if is_causal and t != s:
     raise ValueError(f"causal ring attention needs equal chunks, got query "
-                     f"rows {q.shape[1]} and key rows {k.shape[1]}")
-  if layout == "zigzag" and (q.shape[1] % 2 or k.shape[1] % 2):
+                     f"rows {t} and key rows {s}")
+  if layout == "zigzag" and (t % 2 or s % 2):
     raise ValueError(f"layout='zigzag' holds two chunks per device: query "
-                     f"rows {q.shape[1]} and key rows {k.shape[1]} must be "
-                     "even")
+                     f"rows {t} and key rows {s} must be even")
   if implementation == "xla":
     raise NotImplementedError("ring_attention runs the kernels "
                               "(implementation 'triton' or 'mosaic')")
+  dense = None
+  if mask is not None:  # the query rows' stripe of the whole key sequence
+    full = (b, n, t, lax.axis_size(axis_name) * s)
+    dense = _dispatch.broadcastable(mask, "mask", True, full)
   lengths = (query_seq_lengths, key_value_seq_lengths)
-  mask = _Mask(*(a if x is not None else None for a, x in
-                 zip(arrays[:2], lengths)), *arrays[2:4])
-  # The kernels' params of a non-causal block.
-  params = _dispatch.plan(q, k, v, None,
-                          masks.MaskSpec(has_segments=spec.has_segments),
-                          scale, cap, 0.0, implementation, config, ring=True)
-  # Bottom-right equals top-left for equal whole lengths (T == S here); with
-  # lengths given the diagonal sits per batch row (``_Static.per_row``).
-  per_row = (is_causal and spec.bottom_right
+  ring_mask = _Mask(*(a if x is not None else None for a, x in
+                      zip(arrays[:2], lengths)), *arrays[2:4], dense)
+  # Asks for backends that take the blocks' masks (a block's dense mask:
+  # [Bm, Nm, T|1, S|1]).
+  block_mask = None if dense is None else (
+      *dense.shape[:2], *(d if m != 1 else 1 for d, m in
+                          zip((t, s), dense.shape[2:])))
+  params = _dispatch.plan(
+      q, k, v, None, dataclasses.replace(spec, dense_mask_shape=block_mask),
+      scale, cap, 0.0, implementation, config, ring=True)
+  # Bottom-right equals top-left for equal whole lengths; with lengths
+  # given the diagonal (and a window) sits per batch row.
+  per_row = (spec.bottom_right and (is_causal or spec.window is not None)
              and any(x is not None for x in lengths))
-  return _ring(_Static(params, axis_name, is_causal, layout == "zigzag",
-                       per_row), q, k, v, mask)
+  return _ring(_make_static(params, axis_name, layout == "zigzag", per_row),
+               q, k, v, ring_mask)
 
 
 def takes(params: KernelParams, q, k) -> bool:
   """Whether the ring runs ``flash_attention``'s call for sharding.py: equal
-  T and S, a kernel backend, and a mask it can split (no window, no dense
-  mask)."""
-  spec = params.spec
-  return (params.forward in ("triton", "mosaic") and q.shape[1] == k.shape[1]
-          and spec.window is None and spec.dense_mask_shape is None)
+  T and S and a kernel backend (windows and dense masks run per block;
+  sharding.py refuses the score terms: bias, ALiBi, dropout)."""
+  return params.forward in ("triton", "mosaic") and q.shape[1] == k.shape[1]
 
 
 def backend_calls(params: KernelParams, axis_name):
-  """(forward, backward) of a contiguous ring over ``axis_name`` with the
-  kernels' backend signatures (``params.py``), for sharding.py's per-shard
-  calls of a T- and S-sharded input under ``jit``: forward(q, k, v, arrays)
-  -> (out, lse +inf on rows that see no key); backward(q, k, v, arrays, out,
-  lse, d_out) -> (dq, dk, dv).  ``arrays`` holds the whole lengths (always
-  given: bottom-right causal runs per-row diagonals) and the local segment
-  ids."""
+  """(forward, backward) of the ring over ``axis_name`` with the kernels'
+  backend signatures (``params.py``), for sharding.py's per-shard calls of
+  a T- and S-sharded input under ``jit``: forward(q, k, v, arrays) -> (out,
+  lse +inf on rows that see no key); backward(q, k, v, arrays, out, lse,
+  d_out) -> (dq, dk, dv).  ``arrays`` holds the whole lengths (always
+  given: bottom-right runs per-row diagonals), the local segment ids and
+  the dense mask's local rows ([Bm, Nm, T|1, S|1], all S columns).
+
+  The inputs are contiguous shares.  Where those are unbalanced
+  (``_balanced``: causal) the calls reorder them into the zigzag layout
+  first, by collective-permutes of half-shares (``_reorder``), run the
+  zigzag ring and permute the outputs (forward: out, lse; backward: dq,
+  dk, dv) back, so the caller sees contiguous shares throughout."""
   spec = params.spec
-  static = _Static(
-      dataclasses.replace(params, spec=masks.MaskSpec(
-          has_segments=spec.has_segments)),
-      axis_name, spec.is_causal, zigzag=False,
-      per_row=spec.is_causal and spec.bottom_right)
-  mask = lambda a: _Mask(a.q_len, a.kv_len, a.q_segment_ids,
-                         a.kv_segment_ids)
-  fwd = lambda q, k, v, arrays: _forward(static, q, k, v, mask(arrays))
-  bwd = lambda q, k, v, arrays, out, lse, d_out: _ring_bwd(
-      static, (q, k, v, mask(arrays), out, lse), d_out)[:3]
+
+  def static(q):
+    return _make_static(
+        params, axis_name, _balanced(spec, q.shape[1]),
+        spec.bottom_right and (spec.is_causal or spec.window is not None))
+
+  def fwd(q, k, v, arrays):
+    st = static(q)
+    to, back = _orders(st)
+    out, lse = _forward(st, to(q), to(k), to(v), _ring_mask(st, arrays))
+    return back(out), back(lse, axis=2)
+
+  def bwd(q, k, v, arrays, out, lse, d_out):
+    st = static(q)
+    to, back = _orders(st)
+    residuals = (to(q), to(k), to(v), _ring_mask(st, arrays), to(out),
+                 to(lse, axis=2))
+    return tuple(back(g) for g in _ring_bwd(st, residuals, to(d_out))[:3])
+
   return fwd, bwd
+
+
+def _balanced(spec: masks.MaskSpec, rows: int) -> bool:
+  """Whether the automatic ring reorders its contiguous shares of ``rows``
+  rows into the zigzag layout: causal, where contiguous chunks leave device
+  P-1 P times device 0's work.  Not causal every pair of chunks is one full
+  block (balanced as is); a causal window whose left side fits in a share
+  (``w <= rows``) gives every device but the first its diagonal block plus
+  w keys of the share before (balanced too, and in two ring steps:
+  ``_steps``).  Zigzag needs even shares."""
+  return (spec.is_causal and rows % 2 == 0
+          and (spec.window is None or spec.window[0] > rows))
+
+
+def _orders(static):
+  """(to, back): contiguous shares -> the ring's layout and back
+  (identity unless ``static.zigzag``)."""
+  def order(x, axis=1, inverse=False):
+    if not static.zigzag or x is None:
+      return x
+    return _reorder(x, static.axis_name, axis, inverse)
+  return order, functools.partial(order, inverse=True)
+
+
+def _ring_mask(static, arrays: masks.MaskArrays):
+  """The ring's _Mask of backend ``arrays`` holding contiguous shares, in
+  the ring's layout: segment ids and the dense mask's rows moved like q,
+  the dense mask's columns (all local) reordered in place."""
+  to, _ = _orders(static)
+  dense = to(arrays.mask, axis=2)
+  if static.zigzag and dense is not None and dense.shape[3] != 1:
+    dense = zigzag(dense, lax.axis_size(static.axis_name), axis=3)
+  return _Mask(arrays.q_len, arrays.kv_len, to(arrays.q_segment_ids),
+               to(arrays.kv_segment_ids), dense)
+
+
+def _reorder(x, axis_name, axis: int = 1, inverse: bool = False):
+  """Contiguous shares -> zigzag shares along ``axis`` (``inverse``: back),
+  by two collective-permutes of half-shares: of the 2P halves of the
+  sequence, device i holds halves 2i, 2i+1 contiguous and halves i,
+  2P-1-i zigzag (``zigzag``'s order).  A size-1 (broadcast) axis stays."""
+  if x.shape[axis] == 1:
+    return x
+  p = lax.axis_size(axis_name)
+  even = lax.rem(lax.axis_index(axis_name), 2) == 0
+  first, second = jnp.split(x, 2, axis=axis)
+  swap = lambda a, b: jnp.where(even, jnp.concatenate([a, b], axis),
+                                jnp.concatenate([b, a], axis))
+  if not inverse:
+    # Half h goes to zigzag device h (h < P) or 2P-1-h; an even device
+    # receives an even half first, an odd one an odd half first.
+    home = lambda h: h if h < p else 2 * p - 1 - h
+    first = _permute(first, axis_name, [(i, home(2 * i)) for i in range(p)])
+    second = _permute(second, axis_name,
+                      [(i, home(2 * i + 1)) for i in range(p)])
+    return swap(first, second)
+  # Zigzag device j holds the even half j or 2P-1-j (whichever is even)
+  # and the odd one; half h goes home to contiguous device h // 2.
+  even_half = lambda j: j if j % 2 == 0 else 2 * p - 1 - j
+  evens, odds = jnp.where(even, first, second), jnp.where(even, second, first)
+  evens = _permute(evens, axis_name,
+                   [(j, even_half(j) // 2) for j in range(p)])
+  odds = _permute(odds, axis_name,
+                  [(j, (2 * p - 1 - even_half(j)) // 2) for j in range(p)])
+  return jnp.concatenate([evens, odds], axis)
+
+
+def _permute(x, axis_name, perm):
+  """``lax.ppermute``; nothing where every device keeps its part."""
+  if all(i == j for i, j in perm):
+    return x
+  return lax.ppermute(x, axis_name, perm)
 
 
 def zigzag(x, num_devices: int, *, axis: int = 1, inverse: bool = False):
@@ -185,24 +309,44 @@ def zigzag(x, num_devices: int, *, axis: int = 1, inverse: bool = False):
 
 
 class _Mask(NamedTuple):
-  """Whole-sequence lengths ([B], None: no padding) and the local segment
-  ids ([B, T] / [B, S] shares, or None)."""
+  """Whole-sequence lengths ([B], None: no padding), the local segment ids
+  ([B, T] / [B, S] shares, or None) and the dense mask's local rows against
+  every key in the layout's order ([Bm, Nm, T|1, P S|1], or None)."""
   q_len: jax.Array | None
   kv_len: jax.Array | None
   q_seg: jax.Array | None
   kv_seg: jax.Array | None
+  dense: jax.Array | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class _Static:
-  params: KernelParams  # of a non-causal block
+  params: KernelParams  # of a non-causal, unwindowed block without a mask
   axis_name: str
   is_causal: bool
   zigzag: bool
-  # Causal bottom-right with lengths: the diagonal of batch row b sits at
-  # kv_len[b] - q_len[b], known at run time only; every block runs causal
-  # with its rows' ``MaskArrays.diagonal_shift`` (``_arrays``).
+  # The diagonal of batch row b sits at kv_len[b] - q_len[b], known at run
+  # time only (bottom-right with lengths, causal or windowed).
   per_row: bool = False
+  window: tuple[int, int] | None = None
+  bottom_right: bool = False
+
+  @property
+  def shifted(self) -> bool:
+    """Every step runs blocks of consecutive positions with their own
+    diagonal (``MaskArrays.diagonal_shift``), each skipped by a
+    ``lax.cond`` where no pair of it is visible (``_run``)."""
+    return self.per_row or self.window is not None
+
+
+def _make_static(params: KernelParams, axis_name, zigzag: bool,
+                 per_row: bool) -> _Static:
+  spec = params.spec
+  return _Static(
+      dataclasses.replace(params, spec=masks.MaskSpec(
+          has_segments=spec.has_segments)),
+      axis_name, spec.is_causal, zigzag, per_row, spec.window,
+      spec.bottom_right)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,10 +358,19 @@ class _Block:
   causal: bool = False
 
 
-def _block_params(static: _Static, causal: bool) -> KernelParams:
-  """A block with a causal diagonal (top-left) or without a mask."""
-  return dataclasses.replace(static.params, spec=dataclasses.replace(
-      static.params.spec, is_causal=causal))
+def _block_spec(static: _Static, blk: _Block, dense_shape=None):
+  """A block's top-left mask: its causal diagonal (or none), the window,
+  the shape of its slice of the dense mask."""
+  return dataclasses.replace(static.params.spec, is_causal=blk.causal,
+                             window=static.window,
+                             dense_mask_shape=dense_shape)
+
+
+def _block_params(static: _Static, blk: _Block,
+                  arrays: masks.MaskArrays) -> KernelParams:
+  dense = None if arrays.mask is None else tuple(arrays.mask.shape)
+  return dataclasses.replace(static.params,
+                             spec=_block_spec(static, blk, dense))
 
 
 def _plan(static: _Static, step: int):
@@ -242,13 +395,46 @@ def _plan(static: _Static, step: int):
   return earlier, _Block(kv_part=0), _Block(q_part=1)
 
 
-def _per_row_blocks(static: _Static):
-  """The blocks of every step where the diagonal is per batch row
-  (``_Static.per_row``): each is causal with its own shift, on a span of
-  consecutive positions (zigzag: the four chunk pairs of the two shares)."""
+def _shifted_blocks(static: _Static):
+  """The blocks of every step where the diagonal is placed per block
+  (``_Static.shifted``): spans of consecutive positions (contiguous: the
+  shares; zigzag: the four chunk pairs of the two shares)."""
+  causal = static.is_causal
   if not static.zigzag:
-    return (_Block(causal=True),)
-  return tuple(_Block(qp, kp, causal=True) for qp in (0, 1) for kp in (0, 1))
+    return (_Block(causal=causal),)
+  return tuple(_Block(qp, kp, causal=causal) for qp in (0, 1)
+               for kp in (0, 1))
+
+
+def _sizes(blk: _Block, t: int, s: int):
+  return (t if blk.q_part is None else t // 2,
+          s if blk.kv_part is None else s // 2)
+
+
+def _seen(static: _Static, blk: _Block, step: int, t: int, s: int) -> bool:
+  """Whether block ``blk`` of step ``step`` holds a visible pair on some
+  device, by positions alone (static: no lengths, ``per_row`` False; a
+  bottom-right diagonal then sits at P (S - T))."""
+  p = lax.axis_size(static.axis_name)
+  tq, sk = _sizes(blk, t, s)
+  base = p * (s - t) if static.bottom_right else 0
+  offset = lambda me: (base + _start(static, me, blk.q_part, tq)
+                       - _start(static, (me - step) % p, blk.kv_part, sk))
+  spec = _block_spec(static, blk)
+  return any(bool(masks.block_visible(spec, tq, sk, offset(me), xp=np))
+             for me in range(p))
+
+
+def _steps(static: _Static, t: int, s: int) -> list[int]:
+  """The ring steps that run: all, but with a window only those where some
+  device sees some key of the share it holds (a window narrower than a
+  share: causal contiguous steps 0 and 1)."""
+  steps = range(lax.axis_size(static.axis_name))
+  if not static.shifted or static.per_row:
+    return list(steps)
+  return [step for step in steps
+          if any(_seen(static, blk, step, t, s)
+                 for blk in _shifted_blocks(static))]
 
 
 def _half(x, part, axis=1):
@@ -293,46 +479,48 @@ def _arrays(static: _Static, mask: _Mask, blk: _Block, src, q, k, kv_seg):
   """The kernels' MaskArrays of block ``blk`` (of the local queries ``q``
   and the keys ``k`` of device ``src``, whole shares).
 
-  Per-row diagonal (bottom-right with whole lengths Lq, Lk clipped to the
-  whole sequence, as the single-device call clips them): global query row
-  qs + r sees key ks + c iff ks + c <= qs + r + Lk - Lq, i.e. a top-left
-  diagonal shifted by qs - ks + Lk - Lq; the key length mask is implied by
-  it for every row below Lq.
+  Shifted blocks (``_Static.shifted``): global query row qs + r sees key
+  ks + c iff the whole sequence's rule holds for them, i.e. the block's
+  top-left causal diagonal and window shifted by qs - ks, plus Lk - Lq
+  bottom-right (whole lengths clipped to the whole sequence, as the
+  single-device call clips them); under causal the key length mask is
+  implied by the diagonal for every row below Lq.  The dense mask's slice
+  is its local rows of the block against the columns of ``src``'s share.
   """
   me = lax.axis_index(static.axis_name)
   (b, t), s = q.shape[:2], k.shape[1]
-  tq, sk = (t if blk.q_part is None else t // 2,
-            s if blk.kv_part is None else s // 2)
+  tq, sk = _sizes(blk, t, s)
   q_len = _local_length(static, mask.q_len, me, blk.q_part, tq)
   kv_len = _local_length(static, mask.kv_len, src, blk.kv_part, sk)
   segs = (None, None) if mask.q_seg is None else (
       _half(mask.q_seg, blk.q_part), _half(kv_seg, blk.kv_part))
+  dense = mask.dense
+  if dense is not None and dense.shape[3] != 1:
+    dense = _half(lax.dynamic_slice_in_dim(dense, src * s, s, axis=3),
+                  blk.kv_part, axis=3)
+  if dense is not None and dense.shape[2] != 1:
+    dense = _half(dense, blk.q_part, axis=2)
   shift = None
-  if static.per_row:
-    p = lax.axis_size(static.axis_name)
-    whole = lambda x, n: n if x is None else jnp.clip(x, 0, n)
-    shift = (whole(mask.kv_len, p * s) - whole(mask.q_len, p * t)
-             + _start(static, me, blk.q_part, tq)
+  if static.shifted:
+    shift = (_start(static, me, blk.q_part, tq)
              - _start(static, src, blk.kv_part, sk))
+    if static.bottom_right:
+      p = lax.axis_size(static.axis_name)
+      whole = lambda x, n: n if x is None else jnp.clip(x, 0, n)
+      shift = shift + whole(mask.kv_len, p * s) - whole(mask.q_len, p * t)
     shift = jnp.broadcast_to(shift, (b,)).astype(jnp.int32)
   full = lambda n: jnp.full((b,), n, jnp.int32)
   return masks.MaskArrays(
       full(tq) if q_len is None else q_len,
-      full(sk) if kv_len is None else kv_len, *segs, diagonal_shift=shift)
+      full(sk) if kv_len is None else kv_len, *segs, mask=dense,
+      diagonal_shift=shift)
 
 
-def _any_visible(arrays: masks.MaskArrays):
-  """Whether a per-row block holds a visible (query, key) pair by position:
-  some batch row with a query and a key whose last query row (q_len - 1,
-  top-left causal with ``diagonal_shift``) sees key 0."""
-  return jnp.any((arrays.q_len > 0) & (arrays.kv_len > 0)
-                 & (arrays.q_len - 1 + arrays.diagonal_shift >= 0))
-
-
-def _shift(static: _Static, *xs):
-  """Send each array to the next device of the ring (i -> i + 1)."""
+def _shift(static: _Static, by: int, *xs):
+  """Send each array ``by`` devices on along the ring (i -> i + by): one
+  collective-permute, whatever ``by``."""
   p = lax.axis_size(static.axis_name)
-  perm = [(i, (i + 1) % p) for i in range(p)]
+  perm = [(i, (i + by) % p) for i in range(p)]
   return tuple(None if x is None else lax.ppermute(x, static.axis_name, perm)
                for x in xs)
 
@@ -342,14 +530,20 @@ def _run(static: _Static, mask: _Mask, step: int, q, k, kv_seg, apply,
   """``apply(block, arrays, state)`` for the blocks of ring step ``step``
   (local queries ``q``, the keys ``k`` held at that step, with their
   ``kv_seg``): a ``lax.cond`` between the plan's two where it depends on
-  the device, and per-row blocks run only where they hold a visible pair
-  (skipped blocks add nothing: their rows' lse stays -inf)."""
+  the device; shifted blocks run only where they hold a visible pair
+  (``masks.block_visible``; skipped blocks add nothing: their rows' lse
+  stays -inf), and not at all where no device's does (``_seen``)."""
   src = _source(static, step)
   arrays = lambda blk: _arrays(static, mask, blk, src, q, k, kv_seg)
-  if static.per_row:
-    for blk in _per_row_blocks(static):
+  if static.shifted:
+    for blk in _shifted_blocks(static):
+      if not static.per_row and not _seen(static, blk, step, q.shape[1],
+                                          k.shape[1]):
+        continue
       a = arrays(blk)
-      state = lax.cond(_any_visible(a), functools.partial(apply, blk, a),
+      visible = jnp.any(masks.block_visible(
+          _block_spec(static, blk), a.q_len, a.kv_len, a.diagonal_shift))
+      state = lax.cond(visible, functools.partial(apply, blk, a),
                        lambda st: st, state)
     return state
   pred, block, other = _plan(static, step)
@@ -376,7 +570,7 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
     out, lse = state
     qa = _half(q, blk.q_part)
     kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
-    params = _block_params(static, blk.causal)
+    params = _block_params(static, blk, arrays)
     o_b, l_b = _dispatch.forward_fn(params)(qa, kc, vc, arrays, params)
     l_b = jnp.where(jnp.isinf(l_b), -jnp.inf, l_b)
     # -- merge (FA-2 Alg. 1's rescaling, across blocks)
@@ -390,13 +584,15 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
 
   state = (jnp.zeros(q.shape, jnp.float32),
            jnp.full((b, n, t), -jnp.inf, jnp.float32))
-  kb, vb, sb = k, v, mask.kv_seg
-  p = lax.axis_size(static.axis_name)
-  for step in range(p):
+  # K/V (and their segment ids) hop on between the steps that run; a step
+  # left out of the ring (``_steps``) costs no hop of its own.
+  kb, vb, sb, at = k, v, mask.kv_seg, 0
+  for step in _steps(static, t, k.shape[1]):
+    if step != at:
+      kb, vb, sb = _shift(static, step - at, kb, vb, sb)
+      at = step
     state = _run(static, mask, step, q, kb, sb,
                  functools.partial(apply, kb, vb), state)
-    if step + 1 < p:
-      kb, vb, sb = _shift(static, kb, vb, sb)
   out, lse = state
   return out.astype(q.dtype), jnp.where(jnp.isneginf(lse), jnp.inf, lse)
 
@@ -420,7 +616,7 @@ def _ring_bwd(static, residuals, d_out):
     qa, out_a, do_a = (_half(x, blk.q_part) for x in (q, out, d_out))
     lse_a = _half(lse, blk.q_part, axis=2)
     kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
-    params = _block_params(static, blk.causal)
+    params = _block_params(static, blk, arrays)
     dq_b, dk_b, dv_b = _dispatch.backward_fn(params)(
         qa, kc, vc, arrays, out_a, lse_a, do_a, params)
     add = lambda acc, part, g: _put(
@@ -430,15 +626,15 @@ def _ring_bwd(static, residuals, d_out):
 
   # dQ accumulates here; the dK / dV accumulators travel with their share.
   dq, dk, dv = (jnp.zeros(x.shape, jnp.float32) for x in (q, k, v))
-  kb, vb, sb = k, v, mask.kv_seg
-  p = lax.axis_size(static.axis_name)
-  for step in range(p):
+  kb, vb, sb, at = k, v, mask.kv_seg, 0
+  for step in _steps(static, q.shape[1], k.shape[1]):
+    if step != at:
+      kb, vb, sb, dk, dv = _shift(static, step - at, kb, vb, sb, dk, dv)
+      at = step
     dq, dk, dv = _run(static, mask, step, q, kb, sb,
                       functools.partial(apply, kb, vb), (dq, dk, dv))
-    if step + 1 < p:
-      kb, vb, sb, dk, dv = _shift(static, kb, vb, sb, dk, dv)
-    else:  # one more hop brings every share's dK / dV home
-      dk, dv = _shift(static, dk, dv)
+  if at:  # one more hop brings every share's dK / dV home (device me - at)
+    dk, dv = _shift(static, lax.axis_size(static.axis_name) - at, dk, dv)
   return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None
 
 

@@ -15,11 +15,13 @@ sharding that splits a group (K % shards != 0) is dropped: heads are
 replicated and the result stays correct.  An uneven split of B is dropped
 likewise (the padded rows would carry garbage lengths into the kernel).
 
-Sequence: where ring attention can take the call (``ring.takes``: T == S, no
-window or dense mask), q's T and k/v's S are one factor
-that may be split; the callback then runs ``ring.backend_calls`` (contiguous
-chunks, K/V by collective-permute) over the rows' mesh axes, which
-custom_partitioning binds while it traces the per-shard function.
+Sequence: where ring attention can take the call (``ring.takes``: T == S,
+a kernel backend, no bias, ALiBi or dropout), q's T and k/v's S are one
+factor that may be split (a dense mask's T with them, its S whole); the
+callback then runs ``ring.backend_calls`` over the rows' mesh axes, which
+custom_partitioning binds while it traces the per-shard function: K/V by
+collective-permute, causal shares reordered into the balanced zigzag layout
+and back inside the call.
 
 Letters as in ``api.py``: B batch, T / S query / key length, N / K query /
 kv heads, H head dim.
@@ -70,9 +72,9 @@ def _interpret(params) -> bool:
 
 
 def _ring(params, q, k, arrays, pick):
-  """``axis_name -> per-shard call`` of ring attention (ring.py, contiguous
-  layout) for a T- and S-sharded input, or None where the ring cannot take
-  the call (windows, dense masks, bias, ALiBi or dropout) or T != S."""
+  """``axis_name -> per-shard call`` of ring attention (ring.py) for a T-
+  and S-sharded input, or None where the ring cannot take the call (bias,
+  ALiBi or dropout) or T != S."""
   if (not isinstance(params, KernelParams)
       or score_terms(arrays, params.dropout_rate)
       or arrays.diagonal_shift is not None  # a block already: ring.py's own
@@ -295,8 +297,11 @@ def _shardings(mesh, shapes, backward_pass, dbias: bool, ring: bool):
     return ns(batch if bx != 1 else None, heads if nx != 1 else None, *rest)
 
   segments = None if arrays.q_segment_ids is None else ns(batch, seq)
+  # The dense mask's rows go with q's (the ring slices its columns, all
+  # local, per step); a size-1 T stays replicated.
+  mask_rows = None if arrays.mask is None or arrays.mask.shape[2] == 1 else seq
   arr = masks.MaskArrays(ns(batch), ns(batch), segments, segments,
-                         plane(arrays.mask, None, None),
+                         plane(arrays.mask, mask_rows, None),
                          plane(arrays.bias, None, None),
                          plane(arrays.alibi_slopes), plane(arrays.dropout_seeds),
                          None if arrays.diagonal_shift is None else ns(batch))

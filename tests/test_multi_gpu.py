@@ -135,3 +135,76 @@ def test_ring_moves_kv_by_collective_permutes_only(entry, devices):
   assert out.sharding.is_equivalent_to(seq, 4)
   got = jax.tree.map(back, (out, grads))
   _close((got[0], *got[1]), (want[0], *want[1]), jnp.bfloat16, entry)
+
+
+# --- windows and dense masks in the ring (both entry points) -----------------
+# Shares of 1024 (+ 66) rows.  A causal window narrower than a share (the
+# automatic ring keeps contiguous shares and runs steps 0 and 1 only), one
+# wider than a share (balanced: zigzag), a two-sided one, and causal with a
+# dense mask [B, 1, T, S] sharded over its rows (each device holds its rows'
+# stripe of every key).
+RING_MASKS = {
+    "causal_window_300": dict(is_causal=True, local_window_size=(300, 0)),
+    "causal_window_1500": dict(is_causal=True, local_window_size=(1500, 0)),
+    "window_200_600": dict(local_window_size=(200, 600)),
+    "causal_dense_mask": dict(is_causal=True),
+}
+
+
+@functools.cache
+def _masked_one_device(t, name):
+  rng = np.random.default_rng(3)
+  q, k, v, d_out = (jnp.asarray(rng.standard_normal((B, t, heads, H),
+                                                    np.float32)).astype(
+                                                        jnp.bfloat16)
+                    for heads in (N, K, K, N))
+  mask = (jnp.asarray(rng.random((B, 1, t, t)) < 0.9)
+          if name == "causal_dense_mask" else None)
+  f = lambda q, k, v: pf.flash_attention(q, k, v, mask=mask,
+                                         **RING_MASKS[name])
+
+  def fwd_bwd(q, k, v, d_out):
+    out, vjp = jax.vjp(f, q, k, v)
+    return out, vjp(d_out)
+  return (q, k, v, d_out, mask), jax.jit(fwd_bwd)(q, k, v, d_out)
+
+
+@pytest.mark.parametrize("devices", DEVICES)
+@pytest.mark.parametrize("entry", ["zigzag shard_map", "automatic jit"])
+@pytest.mark.parametrize("name", list(RING_MASKS))
+def test_ring_runs_windows_and_dense_masks(name, entry, devices):
+  t = 1024 * devices + 2 * devices * 33
+  (q, k, v, d_out, mask), want = _masked_one_device(t, name)
+  kw = RING_MASKS[name]
+  mesh = _mesh((devices,), ("seq",))
+  seq = NamedSharding(mesh, P(None, "seq"))
+  rows = NamedSharding(mesh, P(None, None, "seq"))
+  if entry == "zigzag shard_map":
+    order = lambda x, axis=1: pf.zigzag(x, devices, axis=axis)
+    back = lambda x: pf.zigzag(x, devices, inverse=True)
+    if mask is not None:  # rows and columns in the layout's order
+      mask = order(order(mask, 2), 3)
+    ring = jax.shard_map(
+        lambda q, k, v, m: pf.ring_attention(
+            q, k, v, axis_name="seq", layout="zigzag", mask=m, **kw),
+        mesh=mesh, in_specs=(P(None, "seq"),) * 3 + (
+            None if mask is None else P(None, None, "seq"),),
+        out_specs=P(None, "seq"), check_vma=False)
+  else:
+    order = back = lambda x: x
+    ring = lambda q, k, v, m: pf.flash_attention(q, k, v, mask=m, **kw)
+
+  def fwd_bwd(q, k, v, d_out, m):
+    out, vjp = jax.vjp(lambda q, k, v: ring(q, k, v, m), q, k, v)
+    return out, vjp(d_out)
+
+  args = [jax.device_put(order(x), seq) for x in (q, k, v, d_out)]
+  m = None if mask is None else jax.device_put(mask, rows)
+  compiled = jax.jit(fwd_bwd).lower(*args, m).compile()
+  assert _collectives(compiled) == {"collective-permute"}, (
+      _collectives(compiled))
+  out, grads = compiled(*args, m)
+  assert out.sharding.is_equivalent_to(seq, 4)
+  got = jax.tree.map(back, (out, grads))
+  _close((got[0], *got[1]), (want[0], *want[1]), jnp.bfloat16,
+         f"{entry} {name}")

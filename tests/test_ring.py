@@ -8,10 +8,12 @@ collective-permutes.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import re
 
 import jax
+from jax import lax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -58,7 +60,46 @@ CASES = [
     ("zigzag", Case("br_lengths_segments", t=32, s=32, h=32, causal=True,
                     bottom_right=True, segments=True, q_lengths=(0, 13),
                     kv_lengths=(25, 32))),
+    # Windows (shares of 8 rows, zigzag chunks of 4): narrower than a share
+    # (steps left out of the ring, blocks skipped per device), wider than
+    # one, non-causal and one-sided; bottom-right with ragged lengths places
+    # the window per batch row.  Dense masks: a stripe of rows against all
+    # keys ("full", "heads"), a key mask broadcast over rows ("keys").
+    ("contiguous", Case("window_causal_gqa", t=32, s=32, n=4, k=2, h=32,
+                        causal=True, window=(3, 0))),
+    ("zigzag", Case("window_wide_mask_mqa", t=32, s=32, n=4, k=1, h=32,
+                    causal=True, window=(11, 0), dense_mask="full")),
+    ("contiguous", Case("window_full", t=32, s=32, h=32, window=(5, 2))),
+    ("zigzag", Case("window_br_lengths", t=32, s=32, h=32, causal=True,
+                    bottom_right=True, window=(6, 0), q_lengths=(21, 30),
+                    kv_lengths=(32, 11))),
+    ("contiguous", Case("mask_keys_window", t=32, s=32, h=32,
+                        dense_mask="keys", window=(4, 4))),
+    ("contiguous", Case("mask_heads_causal", t=32, s=32, n=4, k=1, h=32,
+                        causal=True, dense_mask="heads")),
 ]
+
+
+def _order(layout, x, name=""):
+  """A global array in the layout's order: zigzag reorders the sequence
+  axis (a dense mask: its rows and its columns; size-1 dims stay)."""
+  if layout != "zigzag" or x.ndim == 1:
+    return x
+  axes = (2, 3) if name == "mask" else (1,)
+  for axis in axes:
+    if x.shape[axis] != 1:
+      x = pf.zigzag(x, NUM, axis=axis)
+  return x
+
+
+def _spec(name, x):
+  """in_specs of a ring argument: lengths replicated, segment ids shared
+  like q, a dense mask over its rows (all its columns on every device)."""
+  if x.ndim == 1:
+    return P()
+  if name == "mask":
+    return P(None, None, "x") if x.shape[2] != 1 else P()
+  return P(None, "x")
 
 
 @pytest.mark.parametrize("layout,case", CASES, ids=str)
@@ -73,9 +114,8 @@ def test_ring_matches_reference(layout, case):
                        axis_types=(jax.sharding.AxisType.Auto,))
   q, kk, v, kw = case.inputs()
   do = jax.random.normal(jax.random.key(7), q.shape, q.dtype)
-  order = (functools.partial(pf.zigzag, num_devices=NUM) if layout == "zigzag"
-           else lambda x: x)
-  arrays = {name: (x if x.ndim == 1 else order(x)) for name, x in kw.items()
+  order = functools.partial(_order, layout)
+  arrays = {name: order(x, name) for name, x in kw.items()
             if isinstance(x, jax.Array)}
   flags = {name: x for name, x in kw.items() if name not in arrays}
   ring = jax.shard_map(
@@ -83,8 +123,7 @@ def test_ring_matches_reference(layout, case):
           q, k, v, axis_name="x", layout=layout, implementation="triton",
           **flags, **arrays),
       mesh=mesh, in_specs=(P(None, "x"),) * 3 + (
-          {name: P() if x.ndim == 1 else P(None, "x")
-           for name, x in arrays.items()},),
+          {name: _spec(name, x) for name, x in arrays.items()},),
       out_specs=P(None, "x"), check_vma=False)
 
   def fwd_bwd(q, k, v, do, arrays):
@@ -130,3 +169,119 @@ def test_ring_bad_input():
   with pytest.raises(ValueError, match="query_segment_ids"):
     pf.ring_attention(q, q, q, axis_name="x",
                       query_segment_ids=jnp.zeros((1, 15), jnp.int32))
+
+
+def _counting_kernels(monkeypatch):
+  """Patches the ring's forward kernels to count, per device of axis "x",
+  the calls that run (not those a lax.cond skips)."""
+  from pallas_flash import _dispatch
+  real, calls = _dispatch.forward_fn, collections.Counter()
+
+  def counted(params):
+    fn = real(params)
+
+    def run(q, k, v, arrays, params):
+      jax.debug.callback(lambda i: calls.update([int(i)]),
+                         lax.axis_index("x"))
+      return fn(q, k, v, arrays, params)
+    return run
+
+  monkeypatch.setattr(_dispatch, "forward_fn", counted)
+  return calls
+
+
+# Shares of 8 rows on 4 devices.  Causal window 3: device 0 sees only its
+# own share, the others also the last keys of the share before (step 1);
+# steps 2, 3 leave the ring.  Window (5, 2): the share before (step 1, not
+# on device 0) and the first keys of the share after (step 3, which brings
+# device me + 1's share; not on device 3); step 2 leaves the ring.
+@pytest.mark.skipif(NUM != 4, reason="counts of 4 devices")
+@pytest.mark.parametrize("window,causal,calls,hops", [
+    ((3, 0), True, [1, 2, 2, 2], 1), ((5, 2), False, [2, 3, 3, 2], 2)])
+def test_window_skips_steps_no_row_sees(monkeypatch, window, causal, calls,
+                                        hops):
+  counts = _counting_kernels(monkeypatch)
+  mesh = jax.make_mesh((NUM,), ("x",), devices=jax.devices()[:NUM],
+                       axis_types=(jax.sharding.AxisType.Auto,))
+  q, k, v, kw = Case("w", t=32, s=32, h=32, causal=causal,
+                     window=window).inputs()
+  ring = jax.jit(jax.shard_map(
+      lambda q, k, v: pf.ring_attention(
+          q, k, v, axis_name="x", is_causal=causal, local_window_size=window,
+          implementation="triton"),
+      mesh=mesh, in_specs=(P(None, "x"),) * 3, out_specs=P(None, "x"),
+      check_vma=False))
+  compiled = ring.lower(q, k, v).compile()
+  out = compiled(q, k, v)
+  jax.effects_barrier()
+  assert [counts[i] for i in range(NUM)] == calls
+  # K and V hop once per step change: one collective-permute each.
+  assert len(re.findall(r"collective-permute(?:-start)?\(",
+                        compiled.as_text())) == 2 * hops
+  np.testing.assert_allclose(
+      out, pf.flash_attention(q, k, v, implementation="xla", **kw),
+      atol=2e-5, rtol=2e-5)
+
+
+def test_automatic_ring_balances_causal_work(monkeypatch):
+  # sharding.py's per-shard calls (ring.backend_calls) take contiguous
+  # shares; causal, they reorder them into the zigzag layout, so every
+  # device runs one kernel call a step (contiguous: device i runs i + 1),
+  # and return out and lse in the contiguous order.
+  from pallas_flash import _dispatch, masks, reference, ring
+  counts = _counting_kernels(monkeypatch)
+  mesh = jax.make_mesh((NUM,), ("x",), devices=jax.devices()[:NUM],
+                       axis_types=(jax.sharding.AxisType.Auto,))
+  q, k, v, kw = Case("c", t=32, s=32, n=4, k=2, h=32, causal=True,
+                     segments=True).inputs()
+  q, k, v, arrays, spec, scale, _, _ = _dispatch.validate(
+      q, k, v, None, None, None, True, None, None, None, "triton",
+      "top_left", kw["query_segment_ids"], kw["key_value_segment_ids"], None)
+  params = _dispatch.plan(q, k, v, arrays, spec, scale, None, 0.0, "triton",
+                          None)
+  fwd, _ = ring.backend_calls(params, "x")
+  seq = P(None, "x")
+  specs = masks.MaskArrays(P(), P(), seq, seq)
+  out, lse = jax.jit(jax.shard_map(
+      fwd, mesh=mesh, in_specs=(seq, seq, seq, specs),
+      out_specs=(seq, P(None, None, "x")), check_vma=False))(q, k, v, arrays)
+  jax.effects_barrier()
+  assert [counts[i] for i in range(NUM)] == [NUM] * NUM
+  want, want_lse = reference.attention(q, k, v, arrays, spec=spec,
+                                      scale=scale, logits_soft_cap=None)
+  np.testing.assert_allclose(out, want, atol=2e-5, rtol=2e-5)
+  seen = want_lse != masks.MASKED_LSE  # the ring gives +inf there
+  np.testing.assert_allclose(
+      jnp.where(seen, jnp.transpose(lse, (0, 2, 1)), 0.0),
+      jnp.where(seen, want_lse, 0.0), atol=1e-5, rtol=1e-5)
+
+
+def test_ring_mask_needs_every_key_column():
+  # A device's mask rows span the keys of the whole sequence (P * S).
+  mesh = jax.make_mesh((NUM,), ("x",), devices=jax.devices()[:NUM],
+                       axis_types=(jax.sharding.AxisType.Auto,))
+  ring = jax.shard_map(
+      lambda q: pf.ring_attention(q, q, q, axis_name="x",
+                                  mask=jnp.ones((1, 1, 16, 16), bool)),
+      mesh=mesh, in_specs=P(None, "x"), out_specs=P(None, "x"),
+      check_vma=False)
+  with pytest.raises(ValueError, match=r"mask of shape \(1, 1, 16, 16\)"):
+    jax.eval_shape(ring, jax.ShapeDtypeStruct((1, 16 * NUM, 2, 32),
+                                              jnp.float32))
+
+
+def test_block_visible_is_any_visible_pair():
+  # masks.block_visible (how the ring skips a block) against the mask rules
+  # pair by pair, for windows, causal or not, diagonals above and below.
+  from pallas_flash import masks
+  for causal in (False, True):
+    for window in (None, (0, 0), (3, 0), (2, 5)):
+      spec = masks.MaskSpec(is_causal=causal, window=window)
+      for t, s, offset in ((8, 8, 0), (8, 8, -9), (8, 8, -8), (4, 8, 9),
+                           (4, 8, 12), (8, 4, -3), (0, 8, 0), (8, 0, 0)):
+        i, j = np.arange(t)[:, None], np.arange(s)[None]
+        want = bool(np.any(masks.position_visible(spec, i, j, t, s, offset)))
+        got = masks.block_visible(spec, t, s, offset, xp=np)
+        assert bool(got) == want, (spec, t, s, offset)
+        assert bool(masks.block_visible(spec, jnp.int32(t), jnp.int32(s),
+                                        jnp.int32(offset))) == want

@@ -294,3 +294,46 @@ def test_effectful_native_backend_is_refused():
                         interpret=False)
   with pytest.raises(RuntimeError, match="cannot be partitioned"):
     sharding.forward(backend, *qkv, arrays, params)
+
+
+# The automatic ring with windows and dense masks: plain jit, q / k / v
+# sequence-sharded (shares of 16 rows), a [B, N, T, S] mask over its rows
+# (each device holds its rows' stripe of all keys), a [B, 1, 1, S] one
+# replicated; lengths and segment ids as in the rings above.  A causal
+# window narrower than a share runs contiguous in two steps; a wider one,
+# and causal with a mask, run balanced (zigzag, reordered inside the call).
+WINDOWED = [
+    ("causal_window", dict(is_causal=True, local_window_size=(6, 0)), None),
+    ("window_mask_keys", dict(local_window_size=(5, 9)), "keys"),
+    ("causal_mask", dict(is_causal=True), "full"),
+    ("br_wide_window_mask", dict(is_causal=True, local_window_size=(20, 0),
+                                 causal_alignment="bottom_right"), "full"),
+]
+
+
+@pytest.mark.parametrize("name,kw,mask", WINDOWED, ids=[w[0] for w in WINDOWED])
+def test_sequence_sharding_runs_windows_and_masks_in_the_ring(name, kw, mask):
+  lay = Layout(name, (4,), P(None, "x"), k=2, t=64, mask=mask)
+  qkv, extra, ct = _inputs(lay)
+
+  def fwd_bwd(qkv, extra, ct):
+    f = lambda qkv: pf.flash_attention(*qkv, implementation="triton", **kw,
+                                       **extra)
+    out, vjp = jax.vjp(f, qkv)
+    return out, vjp(ct)[0]
+
+  want = jax.jit(fwd_bwd)(qkv, extra, ct)
+  mesh = _mesh(lay.mesh)
+  put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))
+  s_qkv = tuple(put(x, lay.q) for x in qkv)
+  s_extra = {n: put(x, P(None, None, "x") if n == "mask" and x.shape[2] > 1
+                    else P() if n == "mask" else P(*lay.q[:x.ndim]))
+             for n, x in extra.items()}
+  found, compiled = _collectives(jax.jit(fwd_bwd), s_qkv, s_extra,
+                                 put(ct, lay.q))
+  assert found == ["collective-permute"], found
+  got = compiled(s_qkv, s_extra, put(ct, lay.q))
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=0,
+                               atol=2e-5)
+  _check_sharding(got, (s_qkv[0], s_qkv))
