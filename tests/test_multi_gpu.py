@@ -45,11 +45,14 @@ def _mesh(shape, names=("x", "y")):
                        axis_types=(AxisType.Auto,) * len(shape))
 
 
-def _close(got, want, dtype, what):
+def _close(got, want, dtype, what, out_tol=None):
+  """Within a quarter of ``TOL`` of the one-device call (``out_tol``: the
+  output's bound instead)."""
   tol = TOL[jnp.dtype(dtype).name]
   for i, (g, w) in enumerate(zip(jax.tree.leaves(got), jax.tree.leaves(want))):
     err = rel_err(g, w)
-    assert err <= tol["out" if i == 0 else "grad"] / 4, (what, i, err)
+    bound = tol["grad"] / 4 if i else out_tol or tol["out"] / 4
+    assert err <= bound, (what, i, err, bound)
 
 
 @functools.cache
@@ -206,5 +209,9 @@ def test_ring_runs_windows_and_dense_masks(name, entry, devices):
   out, grads = compiled(*args, m)
   assert out.sharding.is_equivalent_to(seq, 4)
   got = jax.tree.map(back, (out, grads))
+  # A row's visible keys span up to three blocks here, each block's output
+  # rounded to bf16 before the f32 merge (ring.py): up to one bf16 ulp of
+  # max|out| (2^-7) from the one-device call, which rounds once (measured
+  # 6.8e-3 for window (200, 600) on 2 and 4 H100s, 2026-11-28).
   _close((got[0], *got[1]), (want[0], *want[1]), jnp.bfloat16,
-         f"{entry} {name}")
+         f"{entry} {name}", out_tol=2.0 ** -7)

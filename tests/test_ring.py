@@ -215,9 +215,11 @@ def test_window_skips_steps_no_row_sees(monkeypatch, window, causal, calls,
   out = compiled(q, k, v)
   jax.effects_barrier()
   assert [counts[i] for i in range(NUM)] == calls
-  # K and V hop once per step change: one collective-permute each.
-  assert len(re.findall(r"collective-permute(?:-start)?\(",
-                        compiled.as_text())) == 2 * hops
+  # K and V hop once per step change: one collective-permute each, or one
+  # for both where XLA combines them (on GPUs, 2026-11-28).
+  permutes = len(re.findall(r"collective-permute(?:-start)?\(",
+                            compiled.as_text()))
+  assert hops <= permutes <= 2 * hops, permutes
   np.testing.assert_allclose(
       out, pf.flash_attention(q, k, v, implementation="xla", **kw),
       atol=2e-5, rtol=2e-5)
