@@ -55,10 +55,10 @@ def _fresh_jits():
 ON_GPU = jax.default_backend() == "gpu"
 
 
-# Each test's seconds in the last .ci/gpu run (one H100, 16 workers; written
-# with PF_TEST_TIMES, "seconds outcome nodeid" or "seconds nodeid" lines):
-# the GPU run starts the longest tests first, so that no worker ends on a
-# long compile that started late.  A test not listed counts as long.
+# Each test's seconds in the last .ci/gpu run (one H100, 16 workers): the
+# PF_TEST_TIMES file of that run ("seconds outcome nodeid" lines).  The GPU
+# run starts the longest tests first, so that no worker ends on a long
+# compile that started late.  A test not listed counts as long.
 _GPU_TIMES = os.path.join(os.path.dirname(__file__), "gpu_times.txt")
 _NEW_TEST_SECONDS = 30.0
 
@@ -67,8 +67,8 @@ def _gpu_seconds() -> dict[str, float]:
   if not os.path.exists(_GPU_TIMES):
     return {}
   with open(_GPU_TIMES) as f:
-    rows = [line.split() for line in f if line.strip()]
-  return {row[-1]: float(row[0]) for row in rows}
+    rows = [line.rstrip("\n").split(None, 2) for line in f if line.strip()]
+  return {nodeid: float(seconds) for seconds, _, nodeid in rows}
 
 
 def pytest_collection_modifyitems(config, items):
