@@ -468,6 +468,8 @@ def main(argv=None) -> int:
     log("needs at least 2 devices")
     return 1
   out = dict(env=env, command=argv, checks=[], cells=[])
+  if args.out:  # the first cell writes its HLO there before any save()
+    os.makedirs(args.out, exist_ok=True)
 
   def save():
     if not args.out:
