@@ -95,12 +95,13 @@ B, N, K, H = 1, 4, 2, 128  # GQA: K/V travel as kv heads
 
 
 @functools.cache
-def _ring_one_device(t):
-  rng = np.random.default_rng(2)
+def _ring_one_device(t, n=N, k=K, seed=2):
+  """Causal bf16 inputs [B, t, n | k, H] and their fwd + bwd on one GPU."""
+  rng = np.random.default_rng(seed)
   q, k, v, d_out = (jnp.asarray(rng.standard_normal((B, t, heads, H),
                                                     np.float32)).astype(
                                                         jnp.bfloat16)
-                    for heads in (N, K, K, N))
+                    for heads in (n, k, k, n))
   f = lambda q, k, v: pf.flash_attention(q, k, v, is_causal=True)
 
   def fwd_bwd(q, k, v, d_out):
@@ -226,26 +227,11 @@ def test_ring_runs_windows_and_dense_masks(name, entry, devices):
 U_N, U_K = 16, 2
 
 
-@functools.cache
-def _ulysses_one_device(t):
-  rng = np.random.default_rng(4)
-  q, k, v, d_out = (jnp.asarray(rng.standard_normal((B, t, heads, H),
-                                                    np.float32)).astype(
-                                                        jnp.bfloat16)
-                    for heads in (U_N, U_K, U_K, U_N))
-  f = lambda q, k, v: pf.flash_attention(q, k, v, is_causal=True)
-
-  def fwd_bwd(q, k, v, d_out):
-    out, vjp = jax.vjp(f, q, k, v)
-    return out, vjp(d_out)
-  return (q, k, v, d_out), jax.jit(fwd_bwd)(q, k, v, d_out)
-
-
 @pytest.mark.parametrize("devices", DEVICES)
 @pytest.mark.parametrize("entry", ["shard_map", "automatic jit"])
 def test_ulysses_moves_data_by_all_to_alls_only(entry, devices):
   t = 1024 * devices + 2 * devices * 33
-  (q, k, v, d_out), want = _ulysses_one_device(t)
+  (q, k, v, d_out), want = _ring_one_device(t, U_N, U_K, seed=4)
   mesh = _mesh((devices,), ("seq",))
   seq = NamedSharding(mesh, P(None, "seq"))
   if entry == "shard_map":
