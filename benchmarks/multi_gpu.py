@@ -29,6 +29,10 @@ S in ``--seqlens``, causal and not, and causal with each ``--windows`` w:
   ring (``jax.jit(flash_attention)`` on ``P(None, "seq")`` arrays, which
   reorders causal shares into zigzag inside the call); efficiency =
   t_1 / (P * t_P), fwd+bwd and fwd alone;
+* Ulysses (all-to-all head scattering): the same sequence split over P
+  GPUs by ``ulysses_attention`` in ``shard_map`` and by
+  ``jax.jit(flash_attention(context_parallel="ulysses"))`` on
+  ``P(None, "seq")`` arrays; same efficiency, beside the ring's;
 * batch parallel (cells without a window): B = P sequences on one GPU
   against the same batch sharded ``P("x")`` over P GPUs under
   ``jax.jit``; same efficiency.
@@ -113,6 +117,16 @@ def _ring(mesh, causal, layout, implementation=None, masks=None,
           {name: P() if x.ndim == 1 else spec for name, x in masks.items()},),
       out_specs=spec, check_vma=False)
   return lambda q, k, v: ring(q, k, v, masks)
+
+
+def _ulysses(mesh, causal, window=None, implementation=None):
+  """fwd(q, k, v) over contiguous shares of axis "seq", by all-to-alls."""
+  spec = P(None, "seq")
+  return jax.shard_map(
+      lambda q, k, v: pf.ulysses_attention(
+          q, k, v, axis_name="seq", is_causal=causal,
+          local_window_size=window, implementation=implementation),
+      mesh=mesh, in_specs=(spec,) * 3, out_specs=spec, check_vma=False)
 
 
 def _collectives(hlo: str) -> dict:
@@ -253,6 +267,38 @@ def check_auto_ring(devices, size) -> list[dict]:
   return rows
 
 
+def check_ulysses(devices, size) -> list[dict]:
+  """Ulysses through both entry points against the one-device call, with
+  all-to-alls only (GQA: K = 2 kv heads, repeated where P > 2)."""
+  mesh = jax.sharding.Mesh(np.array(devices), ("seq",))
+  p = len(devices)
+  t = 8192 if size == "gpu" else 16 * p
+  h, n = (HEAD_DIM, HEADS) if size == "gpu" else (32, p)
+  impl = None if size == "gpu" else "triton"
+  rows = []
+  for entry in ("shard_map", "jit"):
+    q, k, v, do = _qkv_do(1, t, n, 2, h, seed=4)
+    fb_one = fwd_bwd_out(_attn(True, impl))
+    want = fb_one(q, k, v, do)
+    if entry == "shard_map":
+      attn = _ulysses(mesh, True, implementation=impl)
+    else:
+      attn = functools.partial(_attn(True, impl), context_parallel="ulysses")
+    args = tuple(jax.device_put(x, NamedSharding(mesh, P(None, "seq")))
+                 for x in (q, k, v, do))
+    compiled = fwd_bwd_out(attn).lower(*args).compile()
+    got = compiled(*args)
+    hlo = compiled.as_text()
+    errs = [rel_l2(g, w) for g, w in zip(got, want)]
+    found = _collectives(hlo)
+    ok = max(errs) < 1e-2 and set(found) == {"all-to-all"}
+    rows.append(dict(check=f"ulysses {entry} causal K=2",
+                     shape=[1, t, n, 2, h], err_vs_1dev=max(errs),
+                     collectives=found, ok=bool(ok)))
+    log(f"  {rows[-1]}")
+  return rows
+
+
 # --- timing -------------------------------------------------------------------
 
 def _flops(b, t, causal):
@@ -279,6 +325,8 @@ def bench_cell(devices, t, causal, reps, sample_s, hlo_out=None,
   bat = lambda x: jax.device_put(x, NamedSharding(batch_mesh, P("x")))
   attn = _attn(causal, window=window)
   ring = _ring(seq_mesh, causal, layout, window=window)
+  ulysses = _ulysses(seq_mesh, causal, window)
+  auto_ulysses = functools.partial(attn, context_parallel="ulysses")
   fb_attn, fb_ring = fwd_bwd(attn), fwd_bwd(ring)
   b1, b1_fwd = (tuple(one(x) for x in (q, k, v, do)),
                 tuple(one(x) for x in (q, k, v)))
@@ -288,12 +336,19 @@ def bench_cell(devices, t, causal, reps, sample_s, hlo_out=None,
       "1gpu_b1": (fb_attn, b1),
       "ring": (fb_ring, sq),
       "auto_ring": (fb_attn, sq),
+      "ulysses": (fwd_bwd(ulysses), sq),
+      "auto_ulysses": (fwd_bwd(auto_ulysses), sq),
       "1gpu_bP": (fb_attn, (q, k, v, do)),
       "batch": (fb_attn, tuple(bat(x) for x in (q, k, v, do))),
       "1gpu_b1_fwd": (jax.jit(attn), b1_fwd),
       "ring_fwd": (jax.jit(ring), sq_fwd),
       "auto_ring_fwd": (jax.jit(attn), sq_fwd),
+      "ulysses_fwd": (jax.jit(ulysses), sq_fwd),
+      "auto_ulysses_fwd": (jax.jit(auto_ulysses), sq_fwd),
   }
+  if HEADS % p:  # Ulysses splits the heads over the GPUs
+    for name in ("ulysses", "auto_ulysses", "ulysses_fwd", "auto_ulysses_fwd"):
+      del calls[name]
   if window is not None:  # batch sharding does not depend on the mask
     del calls["1gpu_bP"], calls["batch"]
   del q, k, v, do
@@ -326,6 +381,14 @@ def bench_cell(devices, t, causal, reps, sample_s, hlo_out=None,
       auto_ring_fwd_efficiency=eff("1gpu_b1_fwd", "auto_ring_fwd"),
       ring_collectives=_collectives(hlo["ring"]),
       auto_ring_collectives=_collectives(hlo["auto_ring"]))
+  if "ulysses" in ms:
+    row.update(
+        ulysses_efficiency=eff("1gpu_b1", "ulysses"),
+        ulysses_fwd_efficiency=eff("1gpu_b1_fwd", "ulysses_fwd"),
+        auto_ulysses_efficiency=eff("1gpu_b1", "auto_ulysses"),
+        auto_ulysses_fwd_efficiency=eff("1gpu_b1_fwd", "auto_ulysses_fwd"),
+        ulysses_collectives=_collectives(hlo["ulysses"]),
+        auto_ulysses_collectives=_collectives(hlo["auto_ulysses"]))
   if window is None:
     row.update(
         batch_efficiency=eff("1gpu_bP", "batch"),
@@ -333,6 +396,8 @@ def bench_cell(devices, t, causal, reps, sample_s, hlo_out=None,
             "1gpu_b1": _flops(1, t, causal) / ms["1gpu_b1"] / 1e9,
             "ring": _flops(1, t, causal) / p / ms["ring"] / 1e9,
             "auto_ring": _flops(1, t, causal) / p / ms["auto_ring"] / 1e9,
+            **{name: _flops(1, t, causal) / p / ms[name] / 1e9
+               for name in ("ulysses", "auto_ulysses") if name in ms},
             "1gpu_bP": _flops(p, t, causal) / ms["1gpu_bP"] / 1e9,
             "batch": _flops(p, t, causal) / p / ms["batch"] / 1e9},
         batch_collectives=_collectives(hlo["batch"]))
@@ -340,7 +405,11 @@ def bench_cell(devices, t, causal, reps, sample_s, hlo_out=None,
       + f"  | ring eff {row['ring_efficiency']:.3f} (fwd "
       f"{row['ring_fwd_efficiency']:.3f})  auto ring eff "
       f"{row['auto_ring_efficiency']:.3f} (fwd "
-      f"{row['auto_ring_fwd_efficiency']:.3f})  batch eff "
+      f"{row['auto_ring_fwd_efficiency']:.3f})  ulysses eff "
+      f"{row.get('ulysses_efficiency', float('nan')):.3f} (fwd "
+      f"{row.get('ulysses_fwd_efficiency', float('nan')):.3f})  auto "
+      f"ulysses eff {row.get('auto_ulysses_efficiency', float('nan')):.3f}"
+      f"  batch eff "
       f"{row.get('batch_efficiency', float('nan')):.3f}")
   return row
 
@@ -348,19 +417,24 @@ def bench_cell(devices, t, causal, reps, sample_s, hlo_out=None,
 def table(rows, p) -> str:
   lines = [f"| cell (bf16 d128 N16) | 1 GPU B1 | ring x{p} | ring eff | "
            f"ring fwd eff | auto ring x{p} | auto ring eff | auto ring fwd "
-           f"eff | 1 GPU B{p} | batch x{p} | batch eff |",
-           "|---" * 11 + "|"]
+           f"eff | ulysses x{p} | ulysses eff | ulysses fwd eff | auto "
+           f"ulysses eff | 1 GPU B{p} | batch x{p} | batch eff |",
+           "|---" * 15 + "|"]
   for r in rows:
     ms = r["ms"]
     batch = (f"{ms['1gpu_bP']:.1f} | {ms['batch']:.1f} | "
              f"**{r['batch_efficiency']:.3f}**" if "batch" in ms
              else "- | - | -")
+    ulysses = (f"{ms['ulysses']:.1f} | **{r['ulysses_efficiency']:.3f}** | "
+               f"{r['ulysses_fwd_efficiency']:.3f} | "
+               f"**{r['auto_ulysses_efficiency']:.3f}**" if "ulysses" in ms
+               else "- | - | - | -")
     lines.append(
         f"| {r['cell']} ({r['layout']}) | {ms['1gpu_b1']:.1f} | "
         f"{ms['ring']:.1f} | **{r['ring_efficiency']:.3f}** | "
         f"{r['ring_fwd_efficiency']:.3f} | {ms['auto_ring']:.1f} | "
         f"**{r['auto_ring_efficiency']:.3f}** | "
-        f"{r['auto_ring_fwd_efficiency']:.3f} | {batch} |")
+        f"{r['auto_ring_fwd_efficiency']:.3f} | {ulysses} | {batch} |")
   return "\n".join(lines)
 
 
@@ -378,7 +452,8 @@ def main(argv=None) -> int:
   ap.add_argument("--sample-ms", type=float, default=50.0)
   ap.add_argument("--budget", type=float, default=1e9,
                   help="seconds after which no new cell starts")
-  ap.add_argument("--checks", choices=("all", "ring", "none"), default="all",
+  ap.add_argument("--checks", choices=("all", "ring", "ulysses", "none"),
+                  default="all",
                   help="which GPU checks run (after the first cell)")
   ap.add_argument("--out", default="")
   args = ap.parse_args(argv)
@@ -393,6 +468,8 @@ def main(argv=None) -> int:
     log("needs at least 2 devices")
     return 1
   out = dict(env=env, command=argv, checks=[], cells=[])
+  if args.out:  # the first cell writes its HLO there before any save()
+    os.makedirs(args.out, exist_ok=True)
 
   def save():
     if not args.out:
@@ -405,9 +482,11 @@ def main(argv=None) -> int:
     log("checks")
     if args.checks == "all":
       out["checks"] += check_partitioned(devices, size)
-    if args.checks != "none":
+    if args.checks in ("all", "ring"):
       out["checks"] += check_ring(devices, size) + check_auto_ring(devices,
                                                                    size)
+    if args.checks in ("all", "ulysses"):
+      out["checks"] += check_ulysses(devices, size)
     save()
 
   cells = [(t, c, None) for c in {"both": (True, False), "causal": (True,),

@@ -5,7 +5,9 @@ from pallas_flash.triton.config import TritonConfig
 from pallas_flash.masks import MASKED_LSE
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 from pallas_flash.ring import ring_attention, zigzag
+from pallas_flash.ulysses import ulysses_attention
 
-__all__ = ["flash_attention", "dropout_mask", "ring_attention", "zigzag", "TritonConfig",
+__all__ = ["flash_attention", "dropout_mask", "ring_attention", "zigzag",
+           "ulysses_attention", "TritonConfig",
            "MosaicConfig", "MosaicBackwardConfig", "MASKED_LSE"]
 __version__ = "0.1.0"

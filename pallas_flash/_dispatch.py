@@ -37,6 +37,8 @@ from pallas_flash.triton import forward as triton_forward
 
 Implementation = Literal["xla", "triton", "mosaic"]
 IMPLEMENTATIONS = (None, *typing.get_args(Implementation))
+ContextParallel = Literal["ring", "ulysses"]
+CONTEXT_PARALLEL = (None, *typing.get_args(ContextParallel))
 DTYPES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32))
 FP8 = jnp.dtype(jnp.float8_e4m3fn)  # flash_attention's fp8 forward only
 MAX_HEAD_DIM = 256
@@ -69,7 +71,9 @@ _TAKES = {"mosaic": frozenset({"alibi", "dropout"}), "decode": frozenset()}
 def plan(q, k, v, arrays: masks.MaskArrays | None, spec: masks.MaskSpec,
          scale: float, cap: float | None, rate: float, implementation,
          config, deterministic: bool = True, *,
-         ring: bool = False) -> KernelParams | None:
+         ring: bool = False,
+         context_parallel: ContextParallel | None = None
+         ) -> KernelParams | None:
   """The backends of a validated call, chosen once: its ``KernelParams``
   with the ``forward`` and ``backward`` backend, or None for the float32
   reference (``reference.attention``).
@@ -87,6 +91,9 @@ def plan(q, k, v, arrays: masks.MaskArrays | None, spec: masks.MaskSpec,
   kernel with a block backward on any device (interpret mode on a CPU),
   Mosaic GPU on a Hopper, else Pallas-Triton; never the decode kernel;
   ``NotImplementedError`` where none takes the input.
+
+  ``context_parallel`` (validated): how sharding.py runs the call where q
+  and k/v are sharded over the sequence; None: the ring.
   """
   if implementation == "xla":
     return None
@@ -110,7 +117,8 @@ def plan(q, k, v, arrays: masks.MaskArrays | None, spec: masks.MaskSpec,
                           forward=backend,
                           config=config if implementation is not None else None,
                           interpret=not on_gpu(), dropout_rate=rate,
-                          deterministic=deterministic)
+                          deterministic=deterministic,
+                          context_parallel=context_parallel or "ring")
     try:
       _check_supported(params, q, k, v, arrays)
     except NotImplementedError:
@@ -191,9 +199,13 @@ def backward_fn(params: KernelParams):
 
 def validate(query, key, value, bias, mask, scale, is_causal, q_lengths,
               kv_lengths, window, implementation, causal_alignment, q_seg,
-              kv_seg, cap, deterministic=True, fp8: bool = False):
+              kv_seg, cap, deterministic=True, fp8: bool = False,
+              context_parallel=None):
   """``fp8``: float8_e4m3fn q, k and v are taken too (flash_attention's
   forward; ``validate_descales`` checks their descales)."""
+  if context_parallel not in CONTEXT_PARALLEL:
+    raise ValueError(f"context_parallel={context_parallel!r} must be one of "
+                     f"{CONTEXT_PARALLEL}")
   if not isinstance(deterministic, bool):
     raise ValueError(f"deterministic={deterministic!r} must be a bool")
   if implementation not in IMPLEMENTATIONS:

@@ -45,6 +45,7 @@ def flash_attention(
     q_descale=None,
     k_descale=None,
     v_descale=None,
+    context_parallel: _dispatch.ContextParallel | None = None,
 ):
   r"""Exact attention ``softmax(scale * q k^T + bias, masked) v`` without N x N memory.
 
@@ -138,6 +139,15 @@ def flash_attention(
       ``pallas_flash.MosaicConfig`` for ``"mosaic"``, whose ``backward``
       field takes a ``pallas_flash.MosaicBackwardConfig``); ``None`` takes
       the measured per-head-dim default.
+    context_parallel: how the kernels run under ``jax.jit`` where q, k and
+      v are sharded over the sequence (T == S, rows over the same mesh
+      axes; docs/sharding.md): ``"ring"`` (ring attention: K/V shares
+      travel by collective-permutes, any head count) or ``"ulysses"``
+      (DeepSpeed-Ulysses: all-to-alls give each device the whole sequence
+      of N / P heads; where the local query heads do not split over the
+      sequence's P devices, the ring runs).  ``None``: the library's
+      choice, the ring for now.  Ignored elsewhere (no sequence sharding,
+      ``implementation="xla"``, bias, ALiBi or dropout).
 
   Returns:
     ``out`` with the shape and dtype of ``query`` (bfloat16 for fp8); with
@@ -156,14 +166,16 @@ def flash_attention(
       query, key, value, bias, mask, scale, is_causal, query_seq_lengths,
       key_value_seq_lengths, local_window_size, implementation,
       causal_alignment, query_segment_ids, key_value_segment_ids,
-      logits_soft_cap, deterministic, fp8=True)
+      logits_soft_cap, deterministic, fp8=True,
+      context_parallel=context_parallel)
   descales = _dispatch.validate_descales(q, k,
                                          (q_descale, k_descale, v_descale))
   arrays, rate = _dispatch.validate_score_terms(
       arrays, q.shape[0], q.shape[2], alibi_slopes, dropout_rate, dropout_rng,
       broadcast_dropout)
   params = _dispatch.plan(q, k, v, arrays, spec, scale, cap, rate,
-                          implementation, config, deterministic)
+                          implementation, config, deterministic,
+                          context_parallel=context_parallel)
   if descales is not None:  # fp8: forward only (_vjp.flash_fp8)
     call = _vjp.Fp8Call(params, spec, scale, cap, rate)
     out, lse = _vjp.flash_fp8(call, q, k, v, descales, arrays)

@@ -37,6 +37,9 @@ class KernelParams:
   dropout_rate: float = 0.0  # attention dropout (``dropout.py``); 0 = none
   bias_grad: bool = False  # the backward also returns the dbias partial
   deterministic: bool = True  # False: the backward may sum in any order
+  # How a sequence-sharded call runs under jit (sharding.py; the kernels
+  # never read it): "ring" (ring.py) or "ulysses" (ulysses.py).
+  context_parallel: str = "ring"
 
 
 def score_terms(arrays: masks.MaskArrays | None,

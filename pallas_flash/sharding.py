@@ -41,6 +41,7 @@ from pallas_flash.params import KernelParams, score_terms
 # By name: this module's locals and parameters called ``ring`` (the per-shard
 # ring call, or whether there is one) would shadow the module.
 from pallas_flash.ring import backend_calls, takes as ring_takes
+from pallas_flash import ulysses
 
 _WHOLE = ("t", "s", "h")  # factors the kernels need unsplit
 
@@ -72,15 +73,18 @@ def _interpret(params) -> bool:
 
 
 def _ring(params, q, k, arrays, pick):
-  """``axis_name -> per-shard call`` of ring attention (ring.py) for a T-
-  and S-sharded input, or None where the ring cannot take the call (bias,
+  """``axis_name -> per-shard call`` of ring attention (ring.py), or of
+  Ulysses (ulysses.py) with ``params.context_parallel == "ulysses"``, for
+  a T- and S-sharded input; None where neither can take the call (bias,
   ALiBi or dropout) or T != S."""
   if (not isinstance(params, KernelParams)
       or score_terms(arrays, params.dropout_rate)
       or arrays.diagonal_shift is not None  # a block already: ring.py's own
       or not ring_takes(params, q, k)):
     return None
-  return lambda axis_name: pick(backend_calls(params, axis_name))
+  calls = (ulysses.backend_calls if params.context_parallel == "ulysses"
+           else backend_calls)
+  return lambda axis_name: pick(calls(params, axis_name))
 
 
 def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False,

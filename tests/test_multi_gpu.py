@@ -9,7 +9,9 @@ bias broadcast over sharded batch rows), keep the input's sharding, and
 equal the one-device call.  Ring attention, both entry points (the zigzag
 ring in ``shard_map``, the automatic ring under plain ``jit`` on
 sequence-sharded arrays), must move data by collective-permutes only and
-equal the one-device call, values and gradients.
+equal the one-device call, values and gradients; Ulysses, both entry points
+(``ulysses_attention`` in ``shard_map``, ``context_parallel="ulysses"``
+under ``jit``), by all-to-alls only.
 
 Needs >= 2 GPUs; a 4-GPU machine runs each case on 2 and on 4 of its GPUs.
 """
@@ -93,12 +95,13 @@ B, N, K, H = 1, 4, 2, 128  # GQA: K/V travel as kv heads
 
 
 @functools.cache
-def _ring_one_device(t):
-  rng = np.random.default_rng(2)
+def _ring_one_device(t, n=N, k=K, seed=2):
+  """Causal bf16 inputs [B, t, n | k, H] and their fwd + bwd on one GPU."""
+  rng = np.random.default_rng(seed)
   q, k, v, d_out = (jnp.asarray(rng.standard_normal((B, t, heads, H),
                                                     np.float32)).astype(
                                                         jnp.bfloat16)
-                    for heads in (N, K, K, N))
+                    for heads in (n, k, k, n))
   f = lambda q, k, v: pf.flash_attention(q, k, v, is_causal=True)
 
   def fwd_bwd(q, k, v, d_out):
@@ -215,3 +218,41 @@ def test_ring_runs_windows_and_dense_masks(name, entry, devices):
   # 6.8e-3 for window (200, 600) on 2 and 4 H100s, 2026-11-28).
   _close((got[0], *got[1]), (want[0], *want[1]), jnp.bfloat16,
          f"{entry} {name}", out_tol=2.0 ** -7)
+
+
+# --- Ulysses (all-to-all head scattering), both entry points -----------------
+# 16 query heads over 2 and 4 GPUs; GQA K = 2 (4 GPUs: kv heads repeated to
+# 4 before the all-to-all), causal, shares of 1024 (+ 66) rows.  Values and
+# gradients vs the one-device call, all-to-alls only.
+U_N, U_K = 16, 2
+
+
+@pytest.mark.parametrize("devices", DEVICES)
+@pytest.mark.parametrize("entry", ["shard_map", "automatic jit"])
+def test_ulysses_moves_data_by_all_to_alls_only(entry, devices):
+  t = 1024 * devices + 2 * devices * 33
+  (q, k, v, d_out), want = _ring_one_device(t, U_N, U_K, seed=4)
+  mesh = _mesh((devices,), ("seq",))
+  seq = NamedSharding(mesh, P(None, "seq"))
+  if entry == "shard_map":
+    attn = jax.shard_map(
+        lambda q, k, v: pf.ulysses_attention(q, k, v, axis_name="seq",
+                                             is_causal=True),
+        mesh=mesh, in_specs=(P(None, "seq"),) * 3,
+        out_specs=P(None, "seq"), check_vma=False)
+  else:
+    attn = lambda q, k, v: pf.flash_attention(q, k, v, is_causal=True,
+                                              context_parallel="ulysses")
+
+  def fwd_bwd(q, k, v, d_out):
+    out, vjp = jax.vjp(attn, q, k, v)
+    return out, vjp(d_out)
+
+  args = [jax.device_put(x, seq) for x in (q, k, v, d_out)]
+  compiled = jax.jit(fwd_bwd).lower(*args).compile()
+  assert _collectives(compiled) == {"all-to-all"}, _collectives(compiled)
+  out, grads = compiled(*args)
+  assert out.sharding.is_equivalent_to(seq, 4)
+  # One kernel call on the whole sequence, as on one GPU: the same bits up
+  # to the order of dK / dV sums over repeated kv heads.
+  _close((out, *grads), (want[0], *want[1]), jnp.bfloat16, entry)

@@ -5,13 +5,20 @@ call must equal the unsharded call of the same implementation, keep the
 input's sharding, and, for batch / head sharding, compile to no collective
 in the forward and in the forward + backward; sequence sharding (T = S
 split over one axis, with batch or heads over another axis of a 2 x 2 mesh)
-to collective-permutes only (a ring, pallas_flash/ring.py).
+to collective-permutes only (a ring, pallas_flash/ring.py), or with
+``context_parallel="ulysses"`` to all-to-alls (pallas_flash/ulysses.py).
+Batch x heads x sequence on a 2 x 2 x 2 mesh reruns itself on 8 CPU
+devices in a subprocess.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import pathlib
 import re
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -136,6 +143,25 @@ def _check_sharding(got, want):
         g.sharding, w.sharding)
 
 
+def _sequence_shards(lay: Layout, qkv, extra, ct, mesh=None):
+  """(q, k, v), the extras and the cotangent sharded like ``lay.q``; a
+  dense mask over its rows (all its columns on every device), or
+  replicated where it has one row."""
+  mesh = mesh or _mesh(lay.mesh)
+  put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))
+  spec = lambda n, x: (P(*lay.q[:x.ndim]) if n != "mask"
+                       else P(None, None, lay.q[1]) if x.shape[2] > 1
+                       else P())
+  return (tuple(put(x, lay.q) for x in qkv),
+          {n: put(x, spec(n, x)) for n, x in extra.items()}, put(ct, lay.q))
+
+
+def _check_equal(got, want, atol=2e-5, err_msg=""):
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=0,
+                               atol=atol, err_msg=err_msg)
+
+
 def _run(impl, lay: Layout, *, no_collectives: bool):
   qkv, extra, ct = _inputs(lay)
   fwd, fwd_bwd = _jitted(impl)
@@ -193,18 +219,12 @@ def test_sequence_sharding_runs_a_ring(alignment, lay):
   qkv, extra, ct = _inputs(lay)
   fwd, fwd_bwd = _jitted("triton", alignment)
   want = fwd_bwd(qkv, extra, ct)
-  mesh = _mesh(lay.mesh)
-  put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))
-  s_qkv = tuple(put(x, lay.q) for x in qkv)
-  s_extra = {n: put(x, P(*lay.q[:x.ndim])) for n, x in extra.items()}
-  s_ct = put(ct, lay.q)
+  s_qkv, s_extra, s_ct = _sequence_shards(lay, qkv, extra, ct)
   for f, args in ((fwd, (s_qkv, s_extra)), (fwd_bwd, (s_qkv, s_extra, s_ct))):
     found, compiled = _collectives(f, *args)
     assert found == ["collective-permute"], found
   got = compiled(s_qkv, s_extra, s_ct)
-  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=0,
-                               atol=2e-5)
+  _check_equal(got, want)
   _check_sharding(got, (s_qkv[0], s_qkv))
 
 
@@ -323,17 +343,119 @@ def test_sequence_sharding_runs_windows_and_masks_in_the_ring(name, kw, mask):
     return out, vjp(ct)[0]
 
   want = jax.jit(fwd_bwd)(qkv, extra, ct)
-  mesh = _mesh(lay.mesh)
-  put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))
-  s_qkv = tuple(put(x, lay.q) for x in qkv)
-  s_extra = {n: put(x, P(None, None, "x") if n == "mask" and x.shape[2] > 1
-                    else P() if n == "mask" else P(*lay.q[:x.ndim]))
-             for n, x in extra.items()}
-  found, compiled = _collectives(jax.jit(fwd_bwd), s_qkv, s_extra,
-                                 put(ct, lay.q))
+  s_qkv, s_extra, s_ct = _sequence_shards(lay, qkv, extra, ct)
+  found, compiled = _collectives(jax.jit(fwd_bwd), s_qkv, s_extra, s_ct)
   assert found == ["collective-permute"], found
-  got = compiled(s_qkv, s_extra, put(ct, lay.q))
-  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=0,
-                               atol=2e-5)
+  got = compiled(s_qkv, s_extra, s_ct)
+  _check_equal(got, want)
   _check_sharding(got, (s_qkv[0], s_qkv))
+
+
+# --- Ulysses under jit (context_parallel="ulysses") ---------------------------
+# The 1-D and heads x sequence layouts of the rings above (batch x sequence:
+# test_batch_heads_sequence_mesh), causal; 2 query heads over 4 sequence
+# shards (they do not split: the ring runs); and a [B, N, T, S] mask over
+# its rows (its rows go to the heads' owners by an all-to-all) with a
+# window, bottom-right.  Each device gathers the whole sequence of its
+# heads by all-to-alls (GQA: kv heads repeated where they do not split),
+# the segment ids by an all-gather; no collective-permute.
+_CAUSAL = dict(is_causal=True)
+ULYSSES = [(lay, _CAUSAL) for lay in RINGS[:2]] + [
+    (Layout("sequence_2_heads_ring", (4,), P(None, "x"), n=2, k=2, t=32),
+     _CAUSAL),
+    (Layout("mask_window_br", (4,), P(None, "x"), k=2, t=32, mask="full"),
+     dict(is_causal=True, local_window_size=(9, 0),
+          causal_alignment="bottom_right"))]
+
+
+@pytest.mark.parametrize("lay,kw", ULYSSES, ids=[str(u[0]) for u in ULYSSES])
+def test_sequence_sharding_runs_ulysses(lay, kw):
+  qkv, extra, ct = _inputs(lay)
+
+  def fwd_bwd(qkv, extra, ct, context_parallel=None):
+    f = lambda qkv: pf.flash_attention(
+        *qkv, implementation="triton", context_parallel=context_parallel,
+        **kw, **extra)
+    out, vjp = jax.vjp(f, qkv)
+    return out, vjp(ct)[0]
+
+  want = jax.jit(fwd_bwd)(qkv, extra, ct)
+  s_qkv, s_extra, s_ct = _sequence_shards(lay, qkv, extra, ct)
+  found, compiled = _collectives(
+      jax.jit(functools.partial(fwd_bwd, context_parallel="ulysses")),
+      s_qkv, s_extra, s_ct)
+  assert found == (["collective-permute"] if lay.name.endswith("_ring")
+                   else ["all-gather", "all-to-all"]), found
+  got = compiled(s_qkv, s_extra, s_ct)
+  _check_equal(got, want)
+  _check_sharding(got, (s_qkv[0], s_qkv))
+
+
+# --- batch x heads x sequence: a 3-D mesh in one jit --------------------------
+_MESH_3D_DEVICES = 8
+
+
+def test_batch_heads_sequence_mesh():
+  """Batch over "x", heads over "y" (GQA: whole kv-head groups), the
+  sequence over "z" (2 x 2 x 2 = 8 devices): the ring and Ulysses each run
+  per (batch, head) group, in one jit, values and gradients equal to the
+  one-device call; the ring moves data by collective-permutes only, Ulysses
+  by all-to-alls (and the segment ids' all-gather), over "z" alone.  With
+  fewer than 8 devices the test reruns itself in a subprocess on 8 CPU
+  devices (this process's count is fixed when its client starts)."""
+  if len(jax.devices()) < _MESH_3D_DEVICES:
+    _rerun_on_cpu_devices("test_batch_heads_sequence_mesh", _MESH_3D_DEVICES)
+    return
+  lay = Layout("batch_heads_sequence", (2, 2, 2), P("x", "z", "y"), k=2,
+               t=32)
+  qkv, extra, ct = _inputs(lay)
+  want = _jitted("triton")[1](qkv, extra, ct)
+  mesh = jax.make_mesh(lay.mesh, ("x", "y", "z"),
+                       axis_types=(AxisType.Auto,) * 3,
+                       devices=jax.devices()[:_MESH_3D_DEVICES])
+  s_qkv, s_extra, s_ct = _sequence_shards(lay, qkv, extra, ct, mesh)
+  for context_parallel, collectives in (
+      ("ring", ["collective-permute"]),
+      ("ulysses", ["all-gather", "all-to-all"])):
+    def fwd_bwd(qkv, extra, ct):
+      f = lambda qkv: pf.flash_attention(
+          *qkv, is_causal=True, implementation="triton",
+          context_parallel=context_parallel, **extra)
+      out, vjp = jax.vjp(f, qkv)
+      return out, vjp(ct)[0]
+
+    found, compiled = _collectives(jax.jit(fwd_bwd), s_qkv, s_extra, s_ct)
+    assert found == collectives, (context_parallel, found)
+    # Every collective runs within a sequence group (mesh axis "z": the
+    # partition ids 2i, 2i + 1), never across batch or head shards.
+    text = compiled.as_text()
+    groups = re.findall(r"replica_groups=mesh\[[^\]]*\] \{([^}]*)\}", text)
+    pairs = [(int(a), int(b)) for a, b in re.findall(
+        r"\{(\d+),(\d+)\}", " ".join(re.findall(
+            r"source_target_pairs=\{((?:\{\d+,\d+\},?)+)\}", text)))]
+    assert groups or pairs
+    assert all(g == "'z'" for g in groups), groups
+    assert all(min(a, b) % 2 == 0 and abs(a - b) == 1 for a, b in pairs)
+    got = compiled(s_qkv, s_extra, s_ct)
+    _check_equal(got, want, err_msg=context_parallel)
+    _check_sharding(got, (s_qkv[0], s_qkv))
+
+
+def _rerun_on_cpu_devices(test: str, devices: int):
+  """Runs ``test`` of this file in a fresh pytest on ``devices`` CPU
+  devices."""
+  root = pathlib.Path(__file__).resolve().parents[1]
+  env = dict(os.environ)
+  flags = [f for f in env.get("XLA_FLAGS", "").split()
+           if not f.startswith("--xla_force_host_platform_device_count")]
+  env["XLA_FLAGS"] = " ".join(
+      flags + [f"--xla_force_host_platform_device_count={devices}"])
+  env["JAX_PLATFORMS"] = "cpu"
+  env["PYTHONPATH"] = os.pathsep.join(
+      filter(None, [str(root), env.get("PYTHONPATH")]))
+  run = subprocess.run(
+      [sys.executable, "-m", "pytest", f"{__file__}::{test}", "-q",
+       "-p", "no:cacheprovider"], cwd=root, env=env, capture_output=True,
+      text=True, timeout=600)
+  assert run.returncode == 0 and re.search(r"\b1 passed", run.stdout), (
+      run.stdout[-6000:] + run.stderr[-3000:])
