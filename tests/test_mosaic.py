@@ -611,17 +611,23 @@ def _bias(case, pattern: str, seed: int = 3):
   return x.at[..., 5:9].set(-jnp.inf).astype(case.dtype)
 
 
-@pytest.fixture
-def mosaic_forward_calls(monkeypatch):
-  """Counts calls of the Mosaic forward (the dispatcher must not fall back)."""
+def _count_calls(monkeypatch, module, name: str) -> list:
+  """A list that grows by one per call of ``module.name`` (patched), so that
+  a test fails if the dispatcher silently took another backend."""
   calls = []
-  real = mosaic_forward.forward
+  real = getattr(module, name)
 
   def counted(*args, **kwargs):
     calls.append(1)
     return real(*args, **kwargs)
-  monkeypatch.setattr(mosaic_forward, "forward", counted)
+  monkeypatch.setattr(module, name, counted)
   return calls
+
+
+@pytest.fixture
+def mosaic_forward_calls(monkeypatch):
+  """Counts calls of the Mosaic forward (the dispatcher must not fall back)."""
+  return _count_calls(monkeypatch, mosaic_forward, "forward")
 
 
 BIAS = [  # (case, bias pattern)
@@ -634,6 +640,8 @@ BIAS = [  # (case, bias pattern)
     (M("bias [B,1,T,S] persistent overlap soft-cap", b=2, n=2, t=190, s=140,
        soft_cap=5.0, config=MosaicConfig(persistent=True,
                                          overlap_softmax=True)), "B1TS"),
+    (M("bias [1,N,T,S] alibi dropout", n=2, t=96, s=160, causal=True,
+       alibi=True, dropout=0.1), "1NTS"),
 ]
 
 
@@ -1007,14 +1015,7 @@ SLOW_BACKWARD = [
 def mosaic_backward_calls(monkeypatch):
   """Counts calls of the Mosaic backward, so that a test fails if the
   dispatcher silently took the Triton backward instead."""
-  calls = []
-  real = mosaic_backward.backward
-
-  def counted(*args, **kwargs):
-    calls.append(1)
-    return real(*args, **kwargs)
-  monkeypatch.setattr(mosaic_backward, "backward", counted)
-  return calls
+  return _count_calls(monkeypatch, mosaic_backward, "backward")
 
 
 @pytest.mark.parametrize("case", BACKWARD, ids=str)

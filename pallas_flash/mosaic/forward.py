@@ -777,8 +777,8 @@ class BiasRing:
   ``smem``: [stages, rows, block_kv], one slot per ring stage: the step's
   [rows, block_kv] tile for all the CTA's rows (consumers * block_q), one
   TMA copy with the V tile of the step, on its own "loaded" barrier
-  (``bars``), freed with the V slot: the consumers read it in the softmax,
-  before their P V GEMM releases V."""
+  (``bars``), freed with the V slot: the consumers read it while their S
+  GEMM of the step runs, before their P V GEMM releases V."""
 
   def __init__(self, ref, smem, bars, rows: int, block_kv: int):
     self.ref, self.smem, self.bars = ref, smem, bars
@@ -792,12 +792,17 @@ class BiasRing:
                       pl.ds(kt * self.block_kv, self.block_kv)]
     plgpu.copy_gmem_to_smem(src, self.smem.at[slot], self.bars.at[slot])
 
-  def tile(self, slot, row0, block_q: int):
-    """Consumer: rows row0.. of slot's tile, once landed, as base-2 logits
-    (x log2 e) in f32 in the WGMMA accumulator layout [block_q, block_kv]."""
+  def load(self, slot, row0, block_q: int):
+    """Consumer: rows row0.. of slot's tile, once landed, in the bias dtype
+    in the WGMMA accumulator layout [block_q, block_kv] (16 registers per
+    thread per 64 keys; the kernel loads it under the S GEMM)."""
     plgpu.barrier_wait(self.bars.at[slot])
-    x = plgpu.load(self.smem.at[slot, pl.ds(row0, block_q)], layout=WGMMA)
-    return x.astype(jnp.float32) * _LOG2E
+    return plgpu.load(self.smem.at[slot, pl.ds(row0, block_q)], layout=WGMMA)
+
+  @staticmethod
+  def logits(tile):
+    """A loaded tile as base-2 logits: f32, x log2 e."""
+    return tile.astype(jnp.float32) * _LOG2E
 
   @staticmethod
   def scratch(num_stages: int, rows: int, block_kv: int, dtype):
@@ -835,10 +840,12 @@ def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
   stays the max of the true logits).  ``descale`` (fp8): the traced
   q_descale * k_descale (> 0) that S is multiplied by, folded into the
   FMA's constant; P is then exp2(x - m_new + ``_P_LOG2_MAX``).  ``bias``:
-  a callable giving the bias tile in base 2 (``BiasRing.tile``), added
-  after the scale and soft-cap and before the mask, and clamped to
-  ``masks.MASK_VALUE`` as ``reference`` does (a -inf bias masks its
-  logit)."""
+  a callable giving the bias tile in base 2 (``BiasRing.logits``), added
+  after the scale and soft-cap and before the mask.  ``reference`` clamps
+  each biased logit to ``masks.MASK_VALUE``; here the row max is clamped
+  instead (one op per row, not per score): a -inf logit gets P = 0 either
+  way, and a row the bias masks entirely keeps m = MASK_VALUE, which the
+  epilogue's fully-masked test reads as it does for the mask's rows."""
   offset = 0.0 if descale is None else _P_LOG2_MAX
 
   def max_and_shift(row_max):  # -> m_new, what exp2 subtracts
@@ -863,10 +870,13 @@ def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
   if alibi and not fold:
     s = s + ab.full()
   if bias is not None:
-    s = jnp.maximum(s + bias(), _MASK)
+    s = s + bias()
   if visible is not None:
     s = jnp.where(visible(), s, _MASK)
-  m_new, shift = max_and_shift(s.max(axis=1))
+  row_max = s.max(axis=1)
+  if bias is not None:  # (see above: the reference's clamp, per row)
+    row_max = jnp.maximum(row_max, _MASK)
+  m_new, shift = max_and_shift(row_max)
   return m_new, jnp.exp2(s - bcast(shift))
 
 
@@ -1106,9 +1116,11 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         def s_init(ab):  # the S accumulator's init, or None for zeros
           return ab.k_init(scale * _LOG2E) if fold else None
 
-        def tile_softmax(s, m_i, ki, *, masked: bool, ab=None, slot=None):
-          """``_tile_softmax`` of the score tile of kv tile ki (in ring
-          slot ``slot``: its bias tile)."""
+        def tile_softmax(s, m_i, ki, *, masked: bool, ab=None, slot=None,
+                         bias16=None):
+          """``_tile_softmax`` of the score tile of kv tile ki; its bias
+          tile: ``bias16`` (loaded under the S GEMM), else read here from
+          ring slot ``slot``."""
           visible = None
           if masked:
             visible = lambda: query_tile_visible(
@@ -1117,7 +1129,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                 per_row=head_dim <= 64)
           bias_tile = None
           if ring is not None:
-            bias_tile = lambda: ring.tile(slot, wg * bq, bq)
+            bias_tile = lambda: BiasRing.logits(
+                ring.load(slot, wg * bq, bq) if bias16 is None else bias16)
           return _tile_softmax(s, m_i, ab, visible, scale=scale, cap=cap,
                                alibi=alibi, fold=fold, descale=qk_descale,
                                bias=bias_tile)
@@ -1136,10 +1149,15 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 
           def qk(acc_ref):
             issue_qk(acc_ref)
+            if ring is not None:  # the bias tile, read under the S GEMM
+              return acc_ref[...], ring.load(slot, wg * bq, bq)
             return acc_ref[...]  # waits for the wgmma
 
+          bias16 = None
           if init is None or interpret:  # (interpret: no ACC.init, as add_pv)
             s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
+            if ring is not None:
+              s, bias16 = s
             s = s if init is None else s + init
           else:
             s = pl.run_state(issue_qk)(plgpu.ACC.init(init))
@@ -1147,7 +1165,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 
           # -- update m_i and l_i (base 2)
           m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked,
-                                  ab=ab, slot=slot)
+                                  ab=ab, slot=slot, bias16=bias16)
           alpha = jnp.exp2(m_i - m_new)
           acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
           l_i = l_i * alpha
@@ -1189,10 +1207,10 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           k_t = k_smems.at[slot].transpose((1, 0))
           zeros_s = plgpu.layout_cast(jnp.zeros((bq, bk), jnp.float32), WGMMA)
 
-          def softmax(s):  # -> m, l, P(j), alpha
+          def softmax(s, bias16=None):  # -> m, l, P(j), alpha
             sync.release(0, slot)
             m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked,
-                                    ab=ab, slot=slot)
+                                    ab=ab, slot=slot, bias16=bias16)
             alpha = jnp.exp2(m_i - m_new)
             return m_new, l_i * alpha + p.sum(axis=1), to_pv(p, j), alpha
 
@@ -1214,8 +1232,11 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
               plgpu.wgmma(o_ref, p_prev,  # O += P(j-1) V(j-1)
                           v_prev.transpose((1, 0)) if fp8 else v_prev)
               sync.pass_turn()
+              bias16 = None  # the bias tile of S(j), read under its GEMM
+              if ring is not None:
+                bias16 = ring.load(slot, wg * bq, bq)
               s = plgpu.wgmma_accumulator_load(s_ref, wait_n=1)  # S(j) only
-              for ref, value in zip(out_refs, softmax(s)):
+              for ref, value in zip(out_refs, softmax(s, bias16)):
                 ref[...] = value
 
             outs = (m_i, l_i, p_prev, m_i)  # placeholders: m, l, P(j), alpha
