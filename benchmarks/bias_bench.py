@@ -15,8 +15,11 @@ forward and forward + backward of:
 * ``triton dropout``: dropout 0.1;
 * ``mosaic`` / ``mosaic dropout``: the Mosaic GPU kernels (Hopper) without /
   with dropout 0.1 (their gradients are compared with ``triton dropout``'s:
-  the same keep bits); ``mosaic alibi``: with ALiBi slopes (the default
-  path on Hopper; a bias goes to the Triton kernels there);
+  the same keep bits); ``mosaic alibi``: with ALiBi slopes;
+* ``mosaic bias``: the [1, N, T, S] bias through the Mosaic forward's
+  bias ring (the default path on Hopper; the backward and dbias are the
+  Triton kernels' until the Mosaic backward takes a bias), against
+  ``mosaic`` without a bias (issue 50: >= 0.8x) and ``cudnn bias`` (>= 1.5x);
 * ``torch flash`` / ``torch flash dropout``: PyTorch SDPA's flash kernel
   (``SDPBackend.FLASH_ATTENTION``) without / with dropout 0.1, timed with
   CUDA events, when torch with CUDA is importable.
@@ -95,6 +98,7 @@ def jax_impls(causal, t):
       "mosaic": (ours("mosaic"), False),
       "mosaic dropout": (ours("mosaic", dropout_rate=RATE, dropout_rng=rng), False),
       "mosaic alibi": (ours("mosaic", alibi_slopes=slopes), False),
+      "mosaic bias": (ours("mosaic"), True),
   }
 
 
@@ -174,6 +178,15 @@ def bench_cell(t, causal, reps, sample_ms, with_torch, impls=None):
     out = rel_l2(calls["triton bias"][0](q, k, v, bias), calls["cudnn bias"][0](q, k, v, bias))
     errs["rel_l2_out"] = out
     log("  ours vs cudnn (bias): " + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()))
+  if "mosaic bias" in grads and "cudnn bias" in grads:
+    mb = {f"rel_l2_mosaic_{n}": rel_l2(a, r) for n, a, r in
+          zip(("dq", "dk", "dv", "dbias"), grads["mosaic bias"],
+              grads["cudnn bias"])}
+    mb["rel_l2_mosaic_out"] = rel_l2(calls["mosaic bias"][0](q, k, v, bias),
+                                     calls["cudnn bias"][0](q, k, v, bias))
+    log("  mosaic vs cudnn (bias): "
+        + ", ".join(f"{k} {v:.1e}" for k, v in mb.items()))
+    errs.update(mb)
   if "mosaic dropout" in grads and "triton dropout" in grads:
     drop = {f"rel_l2_dropout_{n}": rel_l2(a, r) for n, a, r in
             zip("qkv", grads["mosaic dropout"], grads["triton dropout"])}
@@ -205,6 +218,8 @@ def bench_cell(t, causal, reps, sample_ms, with_torch, impls=None):
 
 RATIOS = [  # (label, numerator impl, denominator impl): fwd+bwd time ratio
     ("bias: cudnn / triton (>1: ours faster)", "cudnn bias", "triton bias"),
+    ("bias: cudnn / mosaic (goal >= 1.5)", "cudnn bias", "mosaic bias"),
+    ("bias: mosaic no-bias / bias (goal >= 0.8)", "mosaic", "mosaic bias"),
     ("alibi: triton no-bias / alibi", "triton", "triton alibi"),
     ("dropout: triton no-drop / dropout", "triton", "triton dropout"),
     ("dropout: torch flash dropout / triton dropout", "torch flash dropout", "triton dropout"),

@@ -65,7 +65,10 @@ def has_mosaic() -> bool:
 # --- backends -----------------------------------------------------------------
 
 # The score terms each forward backend takes; the Triton kernels take all.
-_TAKES = {"mosaic": frozenset({"alibi", "dropout"}), "decode": frozenset()}
+# (The Mosaic forward's check_supported refuses the biases it cannot read:
+# float32, or broadcast along queries or keys.)
+_TAKES = {"mosaic": frozenset({"alibi", "bias", "dropout"}),
+          "decode": frozenset()}
 
 
 def plan(q, k, v, arrays: masks.MaskArrays | None, spec: masks.MaskSpec,

@@ -303,8 +303,9 @@ def test_triton_kernels_lower_for_cuda(monkeypatch):
 
 def test_default_implementation_takes_every_feature():
   """``implementation=None``: XLA on a CPU; on a GPU the kernels (Mosaic
-  refuses a bias, the Triton kernels take it, forward and backward; Mosaic
-  takes ALiBi and dropout, tests/test_mosaic.py)."""
+  takes ALiBi, dropout and a float16 / bfloat16 bias with full T and S dims
+  in the forward, tests/test_mosaic.py; the Triton kernels the rest, and
+  dbias)."""
   case = Case("default", t=33, s=33, n=2, k=2, h=64, dtype="bfloat16", causal=True)
   kw = dict(dropout_rate=0.1, dropout_rng=jax.random.key(2),
             alibi_slopes=jnp.array([0.25, 0.5], jnp.float32))
@@ -312,7 +313,7 @@ def test_default_implementation_takes_every_feature():
   triton = pf.flash_attention(*case.inputs()[:3], bias=_bias(case, "heads"),
                               implementation=IMPL, is_causal=True, **kw)
   assert rel_err(out, triton) <= TOL["bfloat16"]["out"]
-  for extra in (dict(bias=_bias(case, "heads")), dict(bias=_bias(case, "heads"), **kw)):
+  for extra in (dict(bias=_bias(case, "keys")), dict(bias=_bias(case, "queries"), **kw)):
     with pytest.raises(NotImplementedError, match="mosaic"):
       pf.flash_attention(*case.inputs()[:3], implementation="mosaic", **extra)
 

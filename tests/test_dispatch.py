@@ -49,12 +49,13 @@ def test_hopper_prefill_is_mosaic_both_ways(hopper):
   no_split = MosaicConfig(backward=MosaicBackwardConfig(split_head_dim=False))
   assert _plan(128, 128, h=256, implementation="mosaic",
                config=no_split) == ("mosaic", "triton")
-  assert _plan(128, 128, bias=True) == ("triton", "triton")  # no Mosaic bias
+  # a bias: the Mosaic forward reads it, the Triton backward computes dbias
+  assert _plan(128, 128, bias=True) == ("mosaic", "triton")
 
 
 def test_decode_shaped_call_takes_the_decode_kernel(hopper):
   assert _plan(1, 256) == ("decode", "triton")
-  assert _plan(1, 256, bias=True) == ("triton", "triton")
+  assert _plan(1, 256, bias=True) == ("mosaic", "triton")  # not decode
   assert _plan(1, 256, plan=dict(ring=True)) == ("mosaic", "mosaic")
 
 

@@ -542,6 +542,11 @@ LOWERINGS = [  # (head dim, causal, config, extra masking)
     (128, True, None, "dropout"),  # persistent, softmax overlap
     (64, False, None, "dropout alibi"),
     (256, False, MosaicConfig(block_kv=64), "dropout"),
+    # A bias through its TMA ring (issue 50): the defaults made to fit it
+    # (MosaicConfig.with_bias), three consumers, ALiBi and dropout beside it.
+    *[(h, c, None, "bias") for h in (64, 128, 256) for c in (False, True)],
+    (64, False, MosaicConfig(consumers=3), "bias"),
+    (128, True, None, "bias dropout alibi"),
 ]
 
 
@@ -560,8 +565,13 @@ def _lowering_call(h, causal, config, extra, b=2, t=1000):
     spec = dataclasses.replace(spec, dense_mask_shape=(b, 1, t, t))
   elif extra in ("alibi", "alibi soft-cap", "dropout alibi"):
     arrays = arrays._replace(alibi_slopes=jnp.full((1, 4), 0.25, jnp.float32))
+  elif extra is not None and extra.startswith("bias"):  # [1, N, T, S]
+    arrays = arrays._replace(bias=jnp.zeros((1, 4, t, t), jnp.bfloat16))
+    if "alibi" in extra:
+      arrays = arrays._replace(alibi_slopes=jnp.full((1, 4), 0.25,
+                                                     jnp.float32))
   rate = 0.0
-  if extra is not None and extra.startswith("dropout"):
+  if extra is not None and "dropout" in extra:
     arrays = arrays._replace(dropout_seeds=jnp.arange(b * 4, dtype=jnp.int32
                                                       ).reshape(b, 4))
     rate = 0.1
@@ -583,6 +593,138 @@ def test_lowers_for_cuda(monkeypatch, h, causal, config, extra):
   q = jax.ShapeDtypeStruct((2, 1000, 4, h), jnp.bfloat16)
   f = jax.jit(lambda q: mosaic_forward.forward(q, q, q, arrays, params))
   f.trace(q).lower(lowering_platforms=("cuda",))
+
+
+# --------------------------------------------------------------------------
+# Bias (issue 50): the forward reads it through its TMA ring; the backward
+# (and dbias) is the Triton one until the Mosaic backward takes a bias
+# --------------------------------------------------------------------------
+
+
+def _bias(case, pattern: str, seed: int = 3):
+  """A random bias of the shape ``pattern`` spells (letters of B N T S, 1
+  for a broadcast dim) in the case's dtype, -inf on keys 5..8 of every row
+  (logits the bias masks)."""
+  dims = dict(B=case.batch, N=case.heads, T=case.seqlen, S=case.kv_len)
+  shape = tuple(dims.get(c, 1) for c in pattern)
+  x = 2.0 * jax.random.normal(jax.random.key(seed), shape, jnp.float32)
+  return x.at[..., 5:9].set(-jnp.inf).astype(case.dtype)
+
+
+def _count_calls(monkeypatch, module, name: str) -> list:
+  """A list that grows by one per call of ``module.name`` (patched), so that
+  a test fails if the dispatcher silently took another backend."""
+  calls = []
+  real = getattr(module, name)
+
+  def counted(*args, **kwargs):
+    calls.append(1)
+    return real(*args, **kwargs)
+  monkeypatch.setattr(module, name, counted)
+  return calls
+
+
+@pytest.fixture
+def mosaic_forward_calls(monkeypatch):
+  """Counts calls of the Mosaic forward (the dispatcher must not fall back)."""
+  return _count_calls(monkeypatch, mosaic_forward, "forward")
+
+
+BIAS = [  # (case, bias pattern)
+    (M("bias [1,N,T,S] causal gqa", n=4, k=2, t=100, s=150, causal=True),
+     "1NTS"),
+    (M("bias [B,N,T,S] d128 lengths", b=2, n=2, k=2, h=128, t=130, s=97,
+       q_lengths=(130, 60), kv_lengths=(97, 50)), "BNTS"),
+    (M("bias [N,T,S] fp16 causal bottom_right", n=2, t=77, s=200,
+       causal=True, bottom_right=True, dtype="float16"), "NTS"),
+    (M("bias [B,1,T,S] persistent overlap soft-cap", b=2, n=2, t=190, s=140,
+       soft_cap=5.0, config=MosaicConfig(persistent=True,
+                                         overlap_softmax=True)), "B1TS"),
+    (M("bias [1,N,T,S] alibi dropout", n=2, t=96, s=160, causal=True,
+       alibi=True, dropout=0.1), "1NTS"),
+]
+
+
+@pytest.mark.parametrize("case, pattern", BIAS, ids=str)
+def test_bias_forward_and_gradients(case, pattern, mosaic_forward_calls):
+  """out, dq, dk, dv and dbias against the reference's VJP (random
+  cotangent) with the Mosaic forward reading the bias."""
+  check_gradients(case, "mosaic", bias=_bias(case, pattern))
+  assert mosaic_forward_calls, "the Mosaic forward did not run"
+
+
+def test_bias_minus_inf_masks_like_the_reference(mosaic_forward_calls):
+  """A -inf bias masks its logit; a row it masks entirely outputs zeros and
+  LSE +inf (the backend contract), as the reference does."""
+  import pallas_flash as pf
+  case = M("bias -inf rows", b=2, n=2, k=1, t=70, s=130, causal=True,
+           bottom_right=True)
+  q, k, v, kw = case.inputs()
+  bias = _bias(case, "BNTS").at[1].set(-jnp.inf).at[0, 1, 3].set(-jnp.inf)
+  call = lambda impl, *x: pf.flash_attention(
+      *x, bias=bias if impl == "mosaic" else bias.astype(jnp.float32),
+      implementation=impl, return_residual=True, **kw)
+  out, lse = call("mosaic", q, k, v)
+  ref, ref_lse = call("xla", *(x.astype(jnp.float32) for x in (q, k, v)))
+  assert mosaic_forward_calls
+  np.testing.assert_array_equal(out[1], 0.0)
+  np.testing.assert_array_equal(out[0, 3, 1], 0.0)
+  np.testing.assert_array_equal(jnp.isinf(lse), jnp.isinf(ref_lse))
+  assert float(jnp.max(jnp.abs(out.astype(jnp.float32) - ref))) < 2e-2
+
+
+def test_bias_the_forward_cannot_read_falls_back():
+  """A float32 bias, or one broadcast along queries or keys, raises
+  NotImplementedError in the Mosaic forward (the dispatcher falls back to
+  Triton); a float16 / bfloat16 [1 | B, 1 | N, T, S] bias passes."""
+  import pallas_flash as pf
+  case = M("bias fallback", b=2, n=2, t=64, s=96)
+  q, k, v, _ = case.inputs()
+  for shape, dtype in (((2, 1, 1, 96), jnp.bfloat16),
+                       ((2, 2, 64, 1), jnp.bfloat16),
+                       ((1, 2, 64, 96), jnp.float32)):
+    with pytest.raises(NotImplementedError, match="bias"):
+      pf.flash_attention(q, k, v, bias=jnp.zeros(shape, dtype),
+                         implementation="mosaic")
+  for shape in ((1, 1, 64, 96), (2, 2, 64, 96), (2, 64, 96)):
+    arrays = masks.MaskArrays(jnp.full((2,), 64), jnp.full((2,), 96),
+                              bias=jnp.zeros(shape, jnp.float16).reshape(
+                                  (1,) * (4 - len(shape)) + shape))
+    mosaic_forward.check_bias(arrays, q, k, fp8=False)
+
+
+def test_config_with_bias_fits_smem():
+  """Every default entry, made to fit the bias ring (``with_bias``), fits
+  227 KiB at d64 / d128 / d256 with a 2-byte bias; entries that fit as
+  they are stay as they are."""
+  for h, causal, s in itertools.product((64, 128, 256), (False, True),
+                                        (4096, 16384)):
+    cfg = MosaicConfig.default(h, causal, kv_seqlen=s, q_seqlen=s)
+    fitted = cfg.with_bias(h)
+    assert fitted.smem_bytes(h, bias_itemsize=2) <= 227 * 1024, (h, causal)
+    assert fitted.smem_bytes(h, bias_itemsize=2) == (
+        fitted.smem_bytes(h) + fitted.bias_ring_bytes(2))
+  small = MosaicConfig(block_kv=64)
+  assert small.with_bias(128) is small
+
+
+SLOW_BIAS = [
+    (M("bias [1,N,T,S] d64 causal", n=8, k=8, t=2048, s=2048, causal=True),
+     "1NTS"),
+    (M("bias [1,N,T,S] d128", n=8, k=4, h=128, t=2048, s=2048), "1NTS"),
+    (M("bias [B,N,T,S] d256 causal ragged", b=2, n=4, k=4, h=256, t=1000,
+       s=1500, causal=True), "BNTS"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, pattern", SLOW_BIAS, ids=str)
+def test_bias_large(case, pattern, mosaic_forward_calls):
+  if INTERPRET:
+    pytest.skip("GPU-sized case: minutes in interpret mode; run on the GPU "
+                "with -m slow")
+  check_gradients(case, "mosaic", bias=_bias(case, pattern))
+  assert mosaic_forward_calls
 
 
 # --------------------------------------------------------------------------
@@ -873,14 +1015,7 @@ SLOW_BACKWARD = [
 def mosaic_backward_calls(monkeypatch):
   """Counts calls of the Mosaic backward, so that a test fails if the
   dispatcher silently took the Triton backward instead."""
-  calls = []
-  real = mosaic_backward.backward
-
-  def counted(*args, **kwargs):
-    calls.append(1)
-    return real(*args, **kwargs)
-  monkeypatch.setattr(mosaic_backward, "backward", counted)
-  return calls
+  return _count_calls(monkeypatch, mosaic_backward, "backward")
 
 
 @pytest.mark.parametrize("case", BACKWARD, ids=str)

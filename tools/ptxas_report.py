@@ -16,7 +16,7 @@ ones written ``fwd.``) compiles every cell again with the default configs
 changed by those fields (``with_variant``), as row "cell [variant]".
 
   PYTHONPATH=$PWD python3 -m tools.ptxas_report [--head-dims 64,128]
-      [--seqlens 4096,16384] [--features plain,dropout,alibi] [--out FILE]
+      [--seqlens 4096,16384] [--features plain,dropout,alibi,bias] [--out FILE]
       [--variant dkdv_registers=232 ...]
 
 Prints a table last: one row per (cell, kernel).
@@ -44,6 +44,9 @@ from pallas_flash.mosaic.config import (  # noqa: E402
     MosaicBackwardConfig, MosaicConfig)
 
 FEATURES = {"plain": {}, "dropout": dict(dropout=0.1), "alibi": dict(alibi=True)}
+# Not in the default --features: a [1, N, T, S] bf16 bias (the forward's
+# bias ring, issue 50), which ``compile_cell`` passes beside the workload.
+EXTRA_FEATURES = {"bias": {}}
 _MARK = "==== cell "
 
 
@@ -53,7 +56,7 @@ def cell(h: int, t: int, causal: bool, feature: str) -> Workload:
   name = f"d{h} S{t // 1024}k {'C' if causal else 'N'} {feature}"
   return Workload(name=name, batch=1, seqlen=t, heads=2, kv_heads=2,
                   head_dim=h, causal=causal, dtype="bfloat16",
-                  **FEATURES[feature])
+                  **{**FEATURES, **EXTRA_FEATURES}[feature])
 
 
 def cell_of(spec: str) -> Workload:
@@ -79,6 +82,8 @@ def with_variant(text: str) -> None:
 
 def compile_cell(w: Workload):
   q, k, v, kw = w.inputs(0)
+  if w.name.endswith(" bias"):
+    kw["bias"] = jnp.zeros((1, w.heads, w.seqlen, w.kv_len), w.dtype)
   loss = lambda q, k, v: pf.flash_attention(
       q, k, v, implementation="mosaic", **kw).astype(jnp.float32).sum()
   jax.block_until_ready(jax.jit(jax.grad(loss, (0, 1, 2)))(q, k, v))

@@ -97,6 +97,10 @@ def check_supported(params: KernelParams, q, k, v,
   if jnp.dtype(q.dtype) == fwd.FP8:
     raise NotImplementedError("the mosaic backward takes no float8_e4m3fn "
                               "input (the fp8 path is forward only)")
+  if arrays is not None and arrays.bias is not None:
+    raise NotImplementedError(
+        "the mosaic backward takes no bias yet (the dispatcher runs the "
+        "triton backward after the mosaic forward)")
   fwd.check_supported(params, q, k, v)  # dtype, device, config type
   hp, cfg = _config(params, q, arrays)
   if hp > 128 and not cfg.split_head_dim:

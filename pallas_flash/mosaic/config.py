@@ -101,10 +101,11 @@ class MosaicConfig:
                        f"[2, {top}] with consumers={self.consumers}")
 
   def smem_bytes(self, head_dim: int, itemsize: int = 2,
-                 fp8: bool = False) -> int:
+                 fp8: bool = False, bias_itemsize: int = 0) -> int:
     """Shared memory the kernel asks for (Q tiles, K/V ring, O store slots,
     LSE, barriers).  ``fp8``: Q, K, V of 1 byte and bf16 O slots always (O
-    is wider than Q's buffer)."""
+    is wider than Q's buffer).  ``bias_itemsize`` > 0: the bias ring too,
+    one [consumers * block_q, block_kv] tile per stage (``bias_ring_bytes``)."""
     c = self.consumers
     o_itemsize = itemsize
     if fp8:
@@ -113,7 +114,31 @@ class MosaicConfig:
     kv = 2 * self.num_stages * self.block_kv * head_dim * itemsize
     o = c * out_slots(head_dim) * self.block_q * OUT_COLS * o_itemsize
     o *= self.persistent or fp8  # else O reuses Q's buffer
-    return q + kv + o + c * self.block_q * 4 + 1024
+    bias = self.bias_ring_bytes(bias_itemsize)
+    return q + kv + o + c * self.block_q * 4 + 1024 + bias
+
+  def bias_ring_bytes(self, itemsize: int) -> int:
+    """The forward's bias ring: a [consumers * block_q, block_kv] tile of
+    the bias (its own dtype) per stage, beside K / V."""
+    return (self.num_stages * self.consumers * self.block_q * self.block_kv
+            * itemsize)
+
+  def with_bias(self, head_dim: int, itemsize: int = 2) -> "MosaicConfig":
+    """This config with room for the bias ring in 227 KiB: the same one
+    where it fits, else, in order, block_kv 128 (from 256), not persistent
+    (no O store slots), two consumers, block_kv 64.  Not measured yet
+    (issue 50): d64 takes block_kv 128 (146-186 KiB), d128 two consumers,
+    not persistent (225.5 KiB), d256 its table entry (225.5 KiB)."""
+    fits = lambda cfg: (cfg.smem_bytes(head_dim, bias_itemsize=itemsize)
+                        <= 227 * 1024)
+    cfg = self
+    for change in (dict(block_kv=min(cfg.block_kv, 128)),
+                   dict(persistent=False), dict(consumers=2),
+                   dict(block_kv=64)):
+      if fits(cfg):
+        return cfg
+      cfg = dataclasses.replace(cfg, **change)
+    return cfg
 
   @classmethod
   def default(cls, head_dim: int, causal: bool,

@@ -122,10 +122,23 @@ def _config(params: KernelParams, q, k,
   hp = padded_head_dim(q.shape[-1], fp8)
   spec = params.spec
   alibi = arrays is not None and arrays.alibi_slopes is not None
-  return hp, params.config or MosaicConfig.default(
+  if params.config is not None:
+    return hp, params.config
+  cfg = MosaicConfig.default(
       hp, spec.is_causal, spec.needs_elementwise, k.shape[1],
       dropout=params.dropout_rate > 0.0, q_seqlen=q.shape[1], alibi=alibi,
       window=spec.window is not None, fp8=fp8)
+  if bias_itemsize(arrays):  # room for the bias ring
+    cfg = cfg.with_bias(hp, bias_itemsize(arrays))
+  return hp, cfg
+
+
+def bias_itemsize(arrays: masks.MaskArrays | None) -> int:
+  """Bytes per element of the call's bias (0: none), which the forward
+  reads through its bias ring (``BiasRing``)."""
+  if arrays is None or arrays.bias is None:
+    return 0
+  return jnp.dtype(arrays.bias.dtype).itemsize
 
 
 def padded_head_dim(h: int, fp8: bool = False) -> int:
@@ -163,15 +176,34 @@ def check_supported(params: KernelParams, q, k, v,
       raise NotImplementedError(
           f"mosaic forward needs a Hopper GPU (sm_90), got {dev.device_kind} "
           f"compute_capability={cc!r}")
+  check_bias(arrays, q, k, fp8)
   h, cfg = _config(params, q, k, arrays)
   if fp8 and cfg.block_kv % 128:
     # V^T's tiles [H, block_kv] are swizzled by 128 bytes along the keys.
     raise NotImplementedError(f"the fp8 forward needs block_kv a multiple of "
                               f"128, got {cfg.block_kv}")
-  smem = cfg.smem_bytes(h, fp8=fp8)
+  smem = cfg.smem_bytes(h, fp8=fp8, bias_itemsize=bias_itemsize(arrays))
   if smem > 227 * 1024:
     raise NotImplementedError(f"{cfg} needs {smem} bytes of shared "
                               f"memory at head_dim={h}; Hopper has 227 KiB")
+
+
+def check_bias(arrays: masks.MaskArrays | None, q, k, fp8: bool) -> None:
+  """NotImplementedError for a bias the forward's bias ring cannot read
+  (the dispatcher falls back to triton): it takes a float16 / bfloat16
+  bias with full query and key dims, [1 | B, 1 | N, T, S]."""
+  if arrays is None or arrays.bias is None:
+    return
+  bias = arrays.bias
+  if fp8 or jnp.dtype(bias.dtype) not in _DTYPES:
+    raise NotImplementedError(
+        f"the mosaic forward takes a float16 / bfloat16 bias with float16 / "
+        f"bfloat16 q, k, v; got a {bias.dtype} bias, {q.dtype} inputs")
+  if bias.shape[2:] != (q.shape[1], k.shape[1]):
+    raise NotImplementedError(
+        f"the mosaic forward takes a bias with full query and key dims "
+        f"[1 | B, 1 | N, T, S], got {list(bias.shape)} for T={q.shape[1]}, "
+        f"S={k.shape[1]}")
 
 
 # --------------------------------------------------------------------------
@@ -700,7 +732,7 @@ class DropoutTiles:
 
 def load_kv_tiles(item: Item, group: int, block_kv: int, num_stages: int,
                   sync: Sync, kv_refs, kv_smems, kv_bars, g0=None,
-                  keys=None, v_transposed: bool = False):
+                  keys=None, v_transposed: bool = False, bias=None):
   """The producer's loop over an item's steps: TMA copies of the K and V
   tiles of step j into ring slot (g0 + j) % num_stages, each slot refilled
   once the consumers released what it held num_stages steps before (the
@@ -709,7 +741,8 @@ def load_kv_tiles(item: Item, group: int, block_kv: int, num_stages: int,
   smem [num_stages, block_kv], barriers): the step's dropout column keys,
   copied with the K (kind 0) or V (1) tile whose release frees them.
   ``v_transposed``: kv_refs[1] is V^T [B, K, H, S] (the fp8 forward), its
-  tiles [H, block_kv]."""
+  tiles [H, block_kv].  ``bias``: a ``BiasRing``, whose tile of the step
+  is copied with V (released with it)."""
   kv_head = lax.div(item.n, jnp.array(group, item.n.dtype))
 
   @pl.loop(0, item.n_steps)
@@ -729,6 +762,64 @@ def load_kv_tiles(item: Item, group: int, block_kv: int, num_stages: int,
         _, col_ref, key_smem, key_bars = keys
         plgpu.copy_gmem_to_smem(col_ref.at[rows[1]], key_smem.at[slot],
                                 key_bars.at[slot])
+      if bias is not None and kind == 1:
+        bias.copy(item, item.tile_of(j), slot)
+
+
+class BiasRing:
+  """An additive bias read tile by tile through the producer's TMA ring, as
+  K and V are (FA3 Sec. 3.1's producer; the earlier attempt's f32 loads of
+  every tile from global memory ran at 0.70-0.79x cuDNN).
+
+  ``ref``: the bias [Bb, Nb, Tp, Sp] in its own dtype (float16 /
+  bfloat16), Bb and Nb 1 where broadcast (a size-1 dim reads index 0: the
+  same tile for every batch row / head), zero-padded to whole tiles.
+  ``smem``: [stages, rows, block_kv], one slot per ring stage: the step's
+  [rows, block_kv] tile for all the CTA's rows (consumers * block_q), one
+  TMA copy with the V tile of the step, on its own "loaded" barrier
+  (``bars``), freed with the V slot: the consumers read it while their S
+  GEMM of the step runs, before their P V GEMM releases V."""
+
+  def __init__(self, ref, smem, bars, rows: int, block_kv: int):
+    self.ref, self.smem, self.bars = ref, smem, bars
+    self.rows, self.block_kv = rows, block_kv
+
+  def copy(self, item: Item, kt, slot):
+    """Producer: the tile of the item's rows and kv tile kt into ``slot``."""
+    bb = item.b if self.ref.shape[0] > 1 else 0
+    nb = item.n if self.ref.shape[1] > 1 else 0
+    src = self.ref.at[bb, nb, pl.ds(item.qt * self.rows, self.rows),
+                      pl.ds(kt * self.block_kv, self.block_kv)]
+    plgpu.copy_gmem_to_smem(src, self.smem.at[slot], self.bars.at[slot])
+
+  def load(self, slot, row0, block_q: int):
+    """Consumer: rows row0.. of slot's tile, once landed, in the bias dtype
+    in the WGMMA accumulator layout [block_q, block_kv] (16 registers per
+    thread per 64 keys; the kernel loads it under the S GEMM)."""
+    plgpu.barrier_wait(self.bars.at[slot])
+    return plgpu.load(self.smem.at[slot, pl.ds(row0, block_q)], layout=WGMMA)
+
+  @staticmethod
+  def logits(tile):
+    """A loaded tile as base-2 logits: f32, x log2 e."""
+    return tile.astype(jnp.float32) * _LOG2E
+
+  @staticmethod
+  def scratch(num_stages: int, rows: int, block_kv: int, dtype):
+    """(its smem, its barriers) for the kernel's scratch."""
+    return (plgpu.SMEM((num_stages, rows, block_kv), dtype,
+                       transforms=(plgpu.TilingTransform((8, 64)),
+                                   plgpu.SwizzleTransform(128))),
+            plgpu.Barrier(num_barriers=num_stages))
+
+  @staticmethod
+  def operand(bias, tp: int, sp: int):
+    """The kernel's bias operand: [Bb, Nb, Tp, Sp], zero-padded (padded
+    keys lie past kv_len, padded rows are sliced off)."""
+    _, _, t, s = bias.shape
+    if (t, s) == (tp, sp):
+      return bias
+    return jnp.pad(bias, ((0, 0), (0, 0), (0, tp - t), (0, sp - s)))
 
 
 def _logits_base2(s, scale: float, cap: float | None):
@@ -739,7 +830,7 @@ def _logits_base2(s, scale: float, cap: float | None):
 
 
 def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
-                  alibi: bool, fold: bool, descale=None):
+                  alibi: bool, fold: bool, descale=None, bias=None):
   """FA-2 Alg. 1 line 9 on one score tile S [bq, bk], in base 2: the
   logits (scale, soft-cap, ALiBi), the mask where ``visible`` (a callable
   giving the visible [bq, bk], or None for a tile with nothing masked), the
@@ -748,7 +839,13 @@ def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
   k_vec is in S already and its q_vec joins each row's max and shift (m_i
   stays the max of the true logits).  ``descale`` (fp8): the traced
   q_descale * k_descale (> 0) that S is multiplied by, folded into the
-  FMA's constant; P is then exp2(x - m_new + ``_P_LOG2_MAX``)."""
+  FMA's constant; P is then exp2(x - m_new + ``_P_LOG2_MAX``).  ``bias``:
+  a callable giving the bias tile in base 2 (``BiasRing.logits``), added
+  after the scale and soft-cap and before the mask.  ``reference`` clamps
+  each biased logit to ``masks.MASK_VALUE``; here the row max is clamped
+  instead (one op per row, not per score): a -inf logit gets P = 0 either
+  way, and a row the bias masks entirely keeps m = MASK_VALUE, which the
+  epilogue's fully-masked test reads as it does for the mask's rows."""
   offset = 0.0 if descale is None else _P_LOG2_MAX
 
   def max_and_shift(row_max):  # -> m_new, what exp2 subtracts
@@ -762,7 +859,7 @@ def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
 
   if fold:
     s = ab.add_rest(s, scale * _LOG2E)
-  fma = visible is None and cap is None and scale > 0
+  fma = visible is None and cap is None and scale > 0 and bias is None
   if fma:  # max commutes with a positive scale: one FMA per score
     c = scale * _LOG2E if descale is None else (scale * _LOG2E) * descale
     m_new, shift = max_and_shift(s.max(axis=1) * c)
@@ -772,9 +869,14 @@ def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
   s = _logits_base2(s, scale, cap)
   if alibi and not fold:
     s = s + ab.full()
+  if bias is not None:
+    s = s + bias()
   if visible is not None:
     s = jnp.where(visible(), s, _MASK)
-  m_new, shift = max_and_shift(s.max(axis=1))
+  row_max = s.max(axis=1)
+  if bias is not None:  # (see above: the reference's clamp, per row)
+    row_max = jnp.maximum(row_max, _MASK)
+  m_new, shift = max_and_shift(row_max)
   return m_new, jnp.exp2(s - bcast(shift))
 
 
@@ -891,7 +993,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       masked_first: bool, overlap_softmax: bool,
                       order: tuple[tuple[str, int], ...], num_ctas: int,
                       interpret: bool, alibi: bool = False,
-                      rate: float = 0.0):
+                      rate: float = 0.0, bias: bool = False):
   """Work items of ``consumers * block_q`` query rows of one (b, n), in the
   launch ``order`` ((axis name, size), the last axis fastest).  num_ctas ==
   0: one CTA per item (a grid of ``order``); else a persistent kernel of
@@ -901,7 +1003,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
   then the three ``dropout_keys`` operands; dropout zeroes P's dropped
   entries before O += P V (l sums the undropped P, as the Triton kernels
   and FlashAttention's dropout do) and O is scaled by 1 / (1 - rate) in the
-  epilogue.
+  epilogue.  ``bias``: then the bias operand (``BiasRing``), added to every
+  score tile.
 
   fp8 (q, k, v float8_e4m3fn; ``forward``'s fp8 notes): v_ref is V^T
   [B, K, H, S] in ``fp8_key_order``; an operand [B, N, 2] float32 after the
@@ -915,6 +1018,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
   fp8 = q_ref.dtype == FP8
   descale_ref = refs.pop(0) if fp8 else None
   drop = DropoutTiles.pop(refs, rate, (block_q, block_kv), 0)
+  bias_ref = refs.pop(0) if bias else None
   out_ref, lse_ref = refs
   dtype = q_ref.dtype
   head_dim = q_ref.shape[-1]
@@ -923,6 +1027,10 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
   def entry(smem, barriers):
     q_smems, k_smems, v_smems, o_smems, lse_smems, *key_smem = smem
     q_bars, k_bars, v_bars, *interpret_bars = barriers
+    ring = None  # the bias ring: the last smem and barriers (``_scratch``)
+    if bias_ref is not None:
+      ring = BiasRing(bias_ref, key_smem.pop(), interpret_bars.pop(),
+                      consumers * bq, bk)
     # dropout: the column keys of each step's key tile, [num_stages, bk]
     # int32, copied into the ring with V (``load_kv_tiles``)
     key_smem = key_smem[0] if drop is not None else None
@@ -1008,16 +1116,24 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
         def s_init(ab):  # the S accumulator's init, or None for zeros
           return ab.k_init(scale * _LOG2E) if fold else None
 
-        def tile_softmax(s, m_i, ki, *, masked: bool, ab=None):
-          """``_tile_softmax`` of the score tile of kv tile ki."""
+        def tile_softmax(s, m_i, ki, *, masked: bool, ab=None, slot=None,
+                         bias16=None):
+          """``_tile_softmax`` of the score tile of kv tile ki; its bias
+          tile: ``bias16`` (loaded under the S GEMM), else read here from
+          ring slot ``slot``."""
           visible = None
           if masked:
             visible = lambda: query_tile_visible(
                 spec, item, b, n, q_base, ki, (bq, bk),
                 q_seg if spec.has_segments else None, kv_seg_ref, mask_ref,
                 per_row=head_dim <= 64)
+          bias_tile = None
+          if ring is not None:
+            bias_tile = lambda: BiasRing.logits(
+                ring.load(slot, wg * bq, bq) if bias16 is None else bias16)
           return _tile_softmax(s, m_i, ab, visible, scale=scale, cap=cap,
-                               alibi=alibi, fold=fold, descale=qk_descale)
+                               alibi=alibi, fold=fold, descale=qk_descale,
+                               bias=bias_tile)
 
         def step(j, carry, *, masked: bool, side=None):
           """S(j), softmax(j), then O += P(j) V(j) (FA-2 Alg. 1 inner loop)."""
@@ -1033,10 +1149,15 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 
           def qk(acc_ref):
             issue_qk(acc_ref)
+            if ring is not None:  # the bias tile, read under the S GEMM
+              return acc_ref[...], ring.load(slot, wg * bq, bq)
             return acc_ref[...]  # waits for the wgmma
 
+          bias16 = None
           if init is None or interpret:  # (interpret: no ACC.init, as add_pv)
             s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
+            if ring is not None:
+              s, bias16 = s
             s = s if init is None else s + init
           else:
             s = pl.run_state(issue_qk)(plgpu.ACC.init(init))
@@ -1044,7 +1165,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 
           # -- update m_i and l_i (base 2)
           m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked,
-                                  ab=ab)
+                                  ab=ab, slot=slot, bias16=bias16)
           alpha = jnp.exp2(m_i - m_new)
           acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
           l_i = l_i * alpha
@@ -1086,10 +1207,10 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           k_t = k_smems.at[slot].transpose((1, 0))
           zeros_s = plgpu.layout_cast(jnp.zeros((bq, bk), jnp.float32), WGMMA)
 
-          def softmax(s):  # -> m, l, P(j), alpha
+          def softmax(s, bias16=None):  # -> m, l, P(j), alpha
             sync.release(0, slot)
             m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked,
-                                    ab=ab)
+                                    ab=ab, slot=slot, bias16=bias16)
             alpha = jnp.exp2(m_i - m_new)
             return m_new, l_i * alpha + p.sum(axis=1), to_pv(p, j), alpha
 
@@ -1111,8 +1232,11 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
               plgpu.wgmma(o_ref, p_prev,  # O += P(j-1) V(j-1)
                           v_prev.transpose((1, 0)) if fp8 else v_prev)
               sync.pass_turn()
+              bias16 = None  # the bias tile of S(j), read under its GEMM
+              if ring is not None:
+                bias16 = ring.load(slot, wg * bq, bq)
               s = plgpu.wgmma_accumulator_load(s_ref, wait_n=1)  # S(j) only
-              for ref, value in zip(out_refs, softmax(s)):
+              for ref, value in zip(out_refs, softmax(s, bias16)):
                 ref[...] = value
 
             outs = (m_i, l_i, p_prev, m_i)  # placeholders: m, l, P(j), alpha
@@ -1201,26 +1325,29 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
       _kv_producer(items, work_item, sync, group, bk, num_stages,
                    ((k_ref, v_ref), (k_smems, v_smems), (k_bars, v_bars)),
                    (1, drop.col_ref, key_smem, key_bars)
-                   if drop is not None else None, v_transposed=fp8)
+                   if drop is not None else None, v_transposed=fp8,
+                   bias=ring)
 
   pl.run_scoped(entry, *_scratch(dtype, head_dim, bq, bk, num_stages,
                                  consumers, num_ctas > 0, rate > 0.0,
-                                 interpret, out_ref.dtype),
+                                 interpret, out_ref.dtype,
+                                 None if bias_ref is None else bias_ref.dtype),
                 collective_axes="wg")
 
 
 def _kv_producer(items: schedule.Items, work_item, sync: Sync, group: int,
                  block_kv: int, num_stages: int, kv, keys,
-                 v_transposed: bool = False):
+                 v_transposed: bool = False, bias=None):
   """The forward's producer warpgroup (FA-2 Alg. 1 line 7's loads of K_j
   and V_j): the K and V tiles [block_kv, H] of every step of the CTA's
   items into the ring (``load_kv_tiles``; ``kv``: (refs, smems, barriers)
   of K and V, ``keys``: its dropout column keys; ``v_transposed``: V^T's
-  tiles [H, block_kv] instead, fp8), then a drain."""
+  tiles [H, block_kv] instead, fp8; ``bias``: the ``BiasRing``), then a
+  drain."""
   def run_item(i, g0):
     item = work_item(i, lengths=False)
     load_kv_tiles(item, group, block_kv, num_stages, sync, *kv, g0, keys,
-                  v_transposed)
+                  v_transposed, bias)
     return g0 + item.n_steps
 
   steps = items.run(run_item)
@@ -1236,12 +1363,13 @@ def _kv_producer(items: schedule.Items, work_item, sync: Sync, group: int,
 
 def _scratch(dtype, head_dim: int, bq: int, bk: int, num_stages: int,
              consumers: int, persistent: bool, dropout: bool,
-             interpret: bool, out_dtype):
+             interpret: bool, out_dtype, bias_dtype=None):
   """(shared memory, barriers) of the forward kernel: Q [C, bq, H], the K
   and V rings [stages, bk, H] (fp8: V^T [stages, H, bk]), O's store slots
   (persistent or fp8), the LSE rows [C, bq] f32, dropout's column keys
-  [stages, bk] int32; the TMA barriers (and in interpret mode stand-ins for
-  ``Sync``'s named barriers).  Rows of 128 bytes are swizzled by 128 (tiles
+  [stages, bk] int32, the bias ring (``bias_dtype``: ``BiasRing``, last);
+  the TMA barriers (and in interpret mode stand-ins for ``Sync``'s named
+  barriers).  Rows of 128 bytes are swizzled by 128 (tiles
   [8, 128 / itemsize]); fp8 head dim 64: 64-byte rows, swizzle 64."""
   fp8 = dtype == FP8
 
@@ -1278,6 +1406,10 @@ def _scratch(dtype, head_dim: int, bq: int, bk: int, num_stages: int,
     )
   if dropout:  # dropout column keys landed
     barriers += (plgpu.Barrier(num_barriers=num_stages),)
+  if bias_dtype is not None:
+    bias_smem, bias_bars = BiasRing.scratch(num_stages, consumers * bq, bk,
+                                            bias_dtype)
+    smem, barriers = smem + (bias_smem,), barriers + (bias_bars,)
   return smem, barriers
 
 
@@ -1424,6 +1556,9 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams,
   rate = params.dropout_rate
   if rate > 0.0:
     operands += dropout_keys(arrays, tp, sp)
+  bias = arrays.bias is not None
+  if bias:
+    operands.append(BiasRing.operand(arrays.bias, tp, sp))
 
   num_items = n * num_q_tiles * b
   num_ctas = 0  # persistent: one CTA per SM
@@ -1453,7 +1588,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams,
       num_q_tiles=num_q_tiles, group=n // kh,
       longest_first=spec.is_causal, masked_first=cfg.masked_first,
       overlap_softmax=cfg.overlap_softmax, order=order, num_ctas=num_ctas,
-      alibi=alibi, rate=rate, interpret=params.interpret)
+      alibi=alibi, rate=rate, interpret=params.interpret, bias=bias)
   kernel.__name__ = "pallas_flash_mosaic_fwd"
   if num_ctas:
     grid, grid_names = (num_ctas,), ("cta",)
