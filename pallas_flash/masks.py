@@ -80,10 +80,10 @@ class MaskArrays(NamedTuple):
   diagonal_shift: jax.Array | None = None
 
 
-def diagonal_offset(spec: MaskSpec, q_len, kv_len, shift=None):
+def diagonal_offset(spec: MaskSpec, q_len, kv_len, shift=None, xp=jnp):
   """Key index on the causal diagonal of query row 0, plus ``shift``
   (``MaskArrays.diagonal_shift``, None: 0)."""
-  offset = kv_len - q_len if spec.bottom_right else jnp.zeros_like(q_len)
+  offset = kv_len - q_len if spec.bottom_right else xp.zeros_like(q_len)
   return offset if shift is None else offset + shift
 
 
@@ -225,33 +225,34 @@ def block_visible(spec: MaskSpec, q_len, kv_len, offset, xp=jnp):
   return (q_len > 0) & (hi > lo)
 
 
-def q_bounds(spec: MaskSpec, k_start, k_end, q_len, kv_len, offset):
+def q_bounds(spec: MaskSpec, k_start, k_end, q_len, kv_len, offset, xp=jnp):
   """Query rows that may see keys [k_start, k_end): the transpose of kv_bounds.
 
   Returns (lo, hi, full_lo, full_hi) over query rows; rows in
   [full_lo, full_hi) see every key of the block (which must lie below kv_len).
   """
   span = lambda key: _span(spec, key, q_len, None, offset, True,
-                           jnp.zeros_like(q_len))
+                           xp.zeros_like(q_len), xp)
   (lo, full_hi), (full_lo, hi) = span(k_start), span(k_end - 1)
-  return lo, hi, full_lo, jnp.where(k_end <= kv_len, full_hi, 0)
+  return lo, hi, full_lo, xp.where(k_end <= kv_len, full_hi, 0)
 
 
 def item_bounds(spec: MaskSpec, start, rows: int, q_len, kv_len, offset,
-                kv_major: bool = False):
+                kv_major: bool = False, xp=jnp):
   """``kv_bounds`` / ``q_bounds`` of the work items of ``rows`` rows from
   ``start``: by default query rows (a q tile; its rows past q_len are left
   out: the kernels give them P = 0 anyway), with ``kv_major`` key rows (a kv
   tile of the dK/dV pass; all its rows: keys past kv_len are no padding
   there, so such an item gets no full query tiles and every step is
-  masked)."""
+  masked).  ``xp``: ``jnp``, or ``np`` for static arrays (the persistent
+  schedule's ``tile_steps``)."""
   if kv_major:
-    return q_bounds(spec, start, start + rows, q_len, kv_len, offset)
-  return kv_bounds(spec, start, jnp.minimum(start + rows, q_len), kv_len,
-                   offset)
+    return q_bounds(spec, start, start + rows, q_len, kv_len, offset, xp)
+  return kv_bounds(spec, start, xp.minimum(start + rows, q_len), kv_len,
+                   offset, xp)
 
 
-def tile_range(lo, hi, full_lo, full_hi, block: int):
+def tile_range(lo, hi, full_lo, full_hi, block: int, xp=jnp):
   """Position bounds -> tile bounds.
 
   Returns (first, last_excl, full_first, full_last_excl) tile indices with
@@ -259,10 +260,10 @@ def tile_range(lo, hi, full_lo, full_hi, block: int):
   [full_first, full_last_excl) need no position mask, the rest of
   [first, last_excl) do.
   """
-  first = jnp.maximum(lo, 0) // block
-  last = jnp.maximum((hi + block - 1) // block, first)
-  full_first = jnp.clip((full_lo + block - 1) // block, first, last)
-  full_last = jnp.clip(full_hi // block, full_first, last)
+  first = xp.maximum(lo, 0) // block
+  last = xp.maximum((hi + block - 1) // block, first)
+  full_first = xp.clip((full_lo + block - 1) // block, first, last)
+  full_last = xp.clip(full_hi // block, full_first, last)
   return first, last, full_first, full_last
 
 

@@ -28,6 +28,7 @@ kv heads, H head dim.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable
 
@@ -49,9 +50,9 @@ _WHOLE = ("t", "s", "h")  # factors the kernels need unsplit
 def forward(fn: Callable, q, k, v, arrays: masks.MaskArrays,
             params: KernelParams):
   """``fn(q, k, v, arrays, params) -> (out, lse)``, partitioned per shard."""
-  call = lambda q, k, v, arrays: tuple(fn(q, k, v, arrays, params))
   ring = _ring(params, q, k, arrays, lambda calls: calls[0])
-  return _partitioned(call, (q, k, v, arrays), backward_pass=False, ring=ring,
+  return _partitioned(_bound(fn, params, False), (q, k, v, arrays),
+                      backward_pass=False, ring=ring,
                       interpret=_interpret(params))
 
 
@@ -60,12 +61,34 @@ def backward(fn: Callable, q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   """``fn(q, k, v, arrays, out, lse, d_out, params) -> (dq, dk, dv)`` (and
   the dbias partial [B, N, 1|T, 1|S] with ``params.bias_grad``), partitioned
   per shard."""
-  call = lambda q, k, v, arrays, out, lse, d_out: tuple(
-      fn(q, k, v, arrays, out, lse, d_out, params))
   ring = _ring(params, q, k, arrays, lambda calls: calls[1])
-  return _partitioned(call, (q, k, v, arrays, out, lse, d_out),
+  return _partitioned(_bound(fn, params, True),
+                      (q, k, v, arrays, out, lse, d_out),
                       backward_pass=True, dbias=params.bias_grad, ring=ring,
                       interpret=_interpret(params))
+
+
+def _bound(fn: Callable, params, backward_pass: bool) -> Callable:
+  """The backend call with ``params`` bound, returning a tuple: one function
+  object per (fn, params), so that ``jax.jit``'s tracing cache, keyed by
+  the function and the argument types (``_partitioned``), hands later
+  calls of the same kind the same jaxpr.  The forward of a jitted forward
+  and of a jitted forward+backward, or the layers of one shape in a model,
+  then trace the kernels, their tables and schedules once
+  (``tools.first_call``).  Params that cannot key a cache get a fresh
+  function (traced every call)."""
+  try:
+    return _cached_bound(fn, params, backward_pass)
+  except TypeError:  # unhashable params
+    return _cached_bound.__wrapped__(fn, params, backward_pass)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_bound(fn: Callable, params, backward_pass: bool) -> Callable:
+  if backward_pass:
+    return lambda q, k, v, arrays, out, lse, d_out: tuple(
+        fn(q, k, v, arrays, out, lse, d_out, params))
+  return lambda q, k, v, arrays: tuple(fn(q, k, v, arrays, params))
 
 
 def _interpret(params) -> bool:
@@ -107,9 +130,10 @@ def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False,
                                   out_sharding=out_sharding)(args)
 
   # custom_partitioning takes no closed-over constants (a backend may close
-  # over numpy tables): trace once on the global shapes and pass the
-  # constants in as replicated operands.
-  closed = jax.make_jaxpr(call)(*args)
+  # over numpy tables): trace once on the global shapes (by jit: once per
+  # call of a kind, ``_bound``) and pass the constants in as replicated
+  # operands.
+  closed = jax.jit(call).trace(*args).jaxpr
   consts = tuple(closed.consts)
 
   def body(consts, args):

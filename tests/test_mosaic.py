@@ -1312,6 +1312,39 @@ def test_public_path_lowers_for_cuda(causal):
     assert ("pallas_flash_mosaic_dq" in text) == (h != 64), h
 
 
+def test_equal_kernels_are_traced_once_and_compile_once(monkeypatch):
+  """The forward of a jitted forward and of a jitted fwd+bwd, and two
+  layers of one shape: the forward kernel is traced once
+  (``sharding._traced``) and every copy of it carries one ``kernel_hash``,
+  the key of XLA's compile cache (``mosaic/kernel_names.py``), as do the
+  two layers' backward kernels."""
+  from pallas_flash import flash_attention
+  from tools import first_call
+  traces = []
+  kernel = mosaic_forward._attention_kernel
+  monkeypatch.setattr(mosaic_forward, "_attention_kernel",
+                      lambda *a, **kw: traces.append(1) or kernel(*a, **kw))
+  x = jax.ShapeDtypeStruct((1, 256, 2, 128), jnp.bfloat16)
+
+  def two_layers(q, k, v):
+    o = flash_attention(q, k, v, is_causal=True)
+    return flash_attention(o, k, v, is_causal=True)
+
+  def fwd_bwd(q, k, v):
+    loss = lambda *a: two_layers(*a).astype(jnp.float32).sum()
+    return jax.grad(loss, (0, 1, 2))(q, k, v)
+
+  programs = [first_call.kernel_list(first_call.lowered_for_hopper(
+      f, x, x, x)[2]) for f in (two_layers, fwd_bwd)]
+  hashes = {}
+  for k in programs[0] + programs[1]:
+    hashes.setdefault(k["name"], set()).add(k["hash"])
+  assert len(traces) == 1
+  assert {k["name"] for k in programs[0]} == {"fwd"}
+  assert sorted(hashes) == ["dkdv", "dq", "fwd"]
+  assert all(len(h) == 1 for h in hashes.values()), hashes
+
+
 def test_public_path_with_dropout_lowers_for_cuda():
   """With dropout the default Hopper path stays on the Mosaic kernels (the
   forward, the dK/dV and dQ kernels at d64 and d128: two kernels at d64

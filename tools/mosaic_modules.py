@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import os
 import re
 from unittest import mock
@@ -140,6 +141,14 @@ WIDE = [
 def kernel_modules(lowered_text: str) -> list[tuple[str, str]]:
   """[(kernel name, module text without locations)] of the mosaic_gpu
   custom calls in a lowered program's text."""
+  return [(k["name"], k["text"]) for k in kernel_calls(lowered_text)]
+
+
+def kernel_calls(lowered_text: str) -> list[dict]:
+  """The mosaic_gpu custom calls of a lowered program's text, in order:
+  dicts of the kernel ``name``, its module ``text`` without locations, the
+  module's bytecode ``raw`` (what XLA compiles) and ``kernel_hash`` (the
+  sha256 of it by which XLA's compile cache knows the kernel)."""
   ctx = jax_mlir.make_ir_context()
   ctx.allow_unregistered_dialects = True
   mosaic_gpu_dialect.register_dialect(ctx)
@@ -154,14 +163,29 @@ def kernel_modules(lowered_text: str) -> list[tuple[str, str]]:
               and "mhlo.backend_config" in inner.attributes):
             config = inner.attributes["mhlo.backend_config"]
             raw = bytes(ir.StringAttr(config["module"]).value_bytes)
+            digest = bytes(ir.StringAttr(config["kernel_hash"]).value_bytes)
             with ctx:
               module = ir.Module.parse(raw)
             text = module.operation.get_asm(enable_debug_info=False)
             names = re.findall(r"sym_name = \"(pallas_flash_\w+?)\"", text)
-            out.append((names[0] if names else "?", text))
+            out.append(dict(name=names[0] if names else "?", text=text,
+                            raw=raw, kernel_hash=digest))
           visit(inner.operation)
   visit(program.operation)
   return out
+
+
+def as_counted(text: str, index: int) -> str:
+  """The module text with its ``mosaic_gpu.dump_basename`` (the name of
+  the debug dump files, no part of the kernel) as JAX's process counter
+  gives it, ``<module name>_<index>`` for the index-th module lowered in
+  the process, whatever the library set (``mosaic.kernel_names`` drops the
+  counter so that equal kernels compile once).  The hashes then stay those
+  of listings made before that change (``benchmarks/results/*/modules_*``):
+  this tool's lowerings are its only ones, in the order printed."""
+  return re.sub(r'mosaic_gpu\.dump_basename = "(\w+?)(_\d+)?"',
+                lambda m: f'mosaic_gpu.dump_basename = '
+                          f'"{m.group(1)}_{index}"', text, count=1)
 
 
 def lower_cell(h: int, causal: bool, rate: float, b: int = 2, t: int = 1000):
@@ -260,8 +284,10 @@ def main(argv=None):
               f"d{h}_{int(causal)}_{rate}", _cell(h, causal, rate))
              for h, causal, rate in CELLS]
   lines = []
+  kernels = itertools.count()  # JAX's counter of lowered modules, as below
   for cell, stem, w in cells:
-    modules = kernel_modules(lower(w))
+    modules = [(name, as_counted(text, next(kernels)))
+               for name, text in kernel_modules(lower(w))]
     if not modules:  # (a cell the Mosaic kernels did not take)
       lines.append(f"{cell}: no Mosaic GPU kernel")
       print(lines[-1], flush=True)

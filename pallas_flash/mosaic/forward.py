@@ -69,7 +69,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pallas_flash import dropout, masks
-from pallas_flash.mosaic import schedule
+from pallas_flash.mosaic import kernel_names, schedule
 from pallas_flash.mosaic.config import OUT_COLS, MosaicConfig, out_slots
 from pallas_flash.params import KernelParams
 
@@ -95,6 +95,10 @@ BAR_TURN = 4  # 4 .. 4 + consumers - 1: each consumer's turn
 # Registers per thread (setmaxnreg; 64K per SM, FA3's split): consumers, then
 # the producer, by the number of consumer warpgroups.
 REGISTERS = {2: (232, 40), 3: (160, 32)}
+
+# Equal kernels get equal module bytes, so XLA compiles each once per process
+# (kernel_names.py).
+kernel_names.install()
 
 
 def round_up(x: int, m: int) -> int:

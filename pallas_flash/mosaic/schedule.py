@@ -22,7 +22,6 @@ from __future__ import annotations
 import heapq
 import operator
 
-import jax
 from jax import lax
 import jax.numpy as jnp
 import numpy as np
@@ -40,16 +39,17 @@ def tile_steps(spec: masks.MaskSpec, t: int, s: int, rows: int, block: int,
   kv_len = s (positional masks only): the kv tiles of ``block`` keys that a
   q tile visits, or with ``kv_major`` (the dK/dV kernel's items) the q tiles
   of ``block`` queries that a kv tile visits (``masks.item_bounds``, as
-  ``forward.tile_table``)."""
-  with jax.ensure_compile_time_eval():
-    q_len, kv_len = jnp.array([t], jnp.int32), jnp.array([s], jnp.int32)
-    offset = masks.diagonal_offset(spec, q_len, kv_len)
-    start = jnp.arange(num_tiles, dtype=jnp.int32)[None, :] * rows
-    bounds = masks.item_bounds(spec, start, rows, q_len[:, None],
-                               kv_len[:, None], offset[:, None], kv_major)
-    first, last, _, _ = masks.tile_range(*bounds, block)
-    steps = np.asarray(last - first, np.int64)  # [1, 1] without causal
-    return np.broadcast_to(steps, (1, num_tiles))[0]
+  ``forward.tile_table``).  In numpy: with jnp each of its ops would be
+  compiled and run eagerly on the device at trace time (0.2-0.9 s per new
+  shape on a CPU)."""
+  q_len, kv_len = np.array([t], np.int64), np.array([s], np.int64)
+  offset = masks.diagonal_offset(spec, q_len, kv_len, xp=np)
+  start = np.arange(num_tiles, dtype=np.int64)[None, :] * rows
+  bounds = masks.item_bounds(spec, start, rows, q_len[:, None],
+                             kv_len[:, None], offset[:, None], kv_major, np)
+  first, last, _, _ = masks.tile_range(*bounds, block, np)
+  steps = np.asarray(last - first, np.int64)  # [1, 1] without causal
+  return np.broadcast_to(steps, (1, num_tiles))[0]
 
 
 def launch_order(b: int, n: int, num_q_tiles: int, heads_inner: bool,
