@@ -173,6 +173,7 @@ def check_supported(params: KernelParams, q, k, v,
   if params.config is not None and not isinstance(params.config, MosaicConfig):
     raise ValueError(f"config for implementation='mosaic' must be a "
                      f"MosaicConfig, got {type(params.config).__name__}")
+  check_bias(arrays, q, k, fp8)  # input the kernel never takes, any device
   if not params.interpret:
     dev = jax.devices()[0]
     cc = str(getattr(dev, "compute_capability", ""))
@@ -180,7 +181,6 @@ def check_supported(params: KernelParams, q, k, v,
       raise NotImplementedError(
           f"mosaic forward needs a Hopper GPU (sm_90), got {dev.device_kind} "
           f"compute_capability={cc!r}")
-  check_bias(arrays, q, k, fp8)
   h, cfg = _config(params, q, k, arrays)
   if fp8 and cfg.block_kv % 128:
     # V^T's tiles [H, block_kv] are swizzled by 128 bytes along the keys.
