@@ -4,8 +4,8 @@ Liu et al. 2023, "Ring Attention with Blockwise Transformers": the sequence
 is split into P contiguous chunks over the devices of ``axis_name``; device
 i holds query rows and key/value rows of chunk i.  In P steps every device
 attends its queries to every K/V chunk while the chunks travel one device
-along the ring (``lax.ppermute``; XLA overlaps the transfer of the next
-chunk with the current block's kernel).  Partial outputs merge exactly
+along the ring (``lax.ppermute``: one packed transfer per step, sent
+while the step's kernel runs, ``_in_flight``).  Partial outputs merge exactly
 through their log-sum-exps (FlashAttention-2 Alg. 1's rescaling, one block
 at a time):
 
@@ -524,12 +524,12 @@ def _shift(static: _Static, by: int, *xs):
   can hide under the step's kernel."""
   p = lax.axis_size(static.axis_name)
   perm = [(i, (i + by) % p) for i in range(p)]
-  if _OVERLAP == 0:
-    return tuple(None if x is None else lax.ppermute(x, static.axis_name, perm)
-                 for x in xs)
   present = [x for x in xs if x is not None]
-  moved = iter(_unpack(lax.ppermute(_pack(present), static.axis_name, perm),
-                       present))
+  if all(x.dtype.itemsize in (2, 4) for x in present):
+    moved = iter(_unpack(lax.ppermute(_pack(present), static.axis_name,
+                                      perm), present))
+  else:  # other widths (none today) travel one array per permute
+    moved = iter(lax.ppermute(x, static.axis_name, perm) for x in present)
   return tuple(None if x is None else next(moved) for x in xs)
 
 
@@ -556,13 +556,7 @@ def _in_flight(sent, state):
   both are done, so the next transfer cannot start before this step's
   kernel (XLA would otherwise issue all of a ring's K/V hops up front, each
   exposed) and this one has exactly that kernel to hide under."""
-  if _OVERLAP == 0:
-    return sent, state
   return lax.optimization_barrier((sent, state))
-
-
-import os as _os
-_OVERLAP = int(_os.environ.get("PF_RING_OVERLAP", "1"))
 
 
 def _run(static: _Static, mask: _Mask, step: int, q, k, kv_seg, apply,
