@@ -4,8 +4,8 @@ Liu et al. 2023, "Ring Attention with Blockwise Transformers": the sequence
 is split into P contiguous chunks over the devices of ``axis_name``; device
 i holds query rows and key/value rows of chunk i.  In P steps every device
 attends its queries to every K/V chunk while the chunks travel one device
-along the ring (``lax.ppermute``; XLA overlaps the transfer of the next
-chunk with the current block's kernel).  Partial outputs merge exactly
+along the ring (``lax.ppermute``: one packed transfer per step, sent
+while the step's kernel runs, ``_in_flight``).  Partial outputs merge exactly
 through their log-sum-exps (FlashAttention-2 Alg. 1's rescaling, one block
 at a time):
 
@@ -517,12 +517,46 @@ def _arrays(static: _Static, mask: _Mask, blk: _Block, src, q, k, kv_seg):
 
 
 def _shift(static: _Static, by: int, *xs):
-  """Send each array ``by`` devices on along the ring (i -> i + by): one
-  collective-permute, whatever ``by``."""
+  """Send each array ``by`` devices on along the ring (i -> i + by) in one
+  collective-permute, whatever ``by`` and however many arrays: they travel
+  packed in one flat 16-bit buffer (``_pack``), because XLA's GPU scheduler
+  keeps one collective in flight at a time, and only one transfer per step
+  can hide under the step's kernel."""
   p = lax.axis_size(static.axis_name)
   perm = [(i, (i + by) % p) for i in range(p)]
-  return tuple(None if x is None else lax.ppermute(x, static.axis_name, perm)
-               for x in xs)
+  present = [x for x in xs if x is not None]
+  if all(x.dtype.itemsize in (2, 4) for x in present):
+    moved = iter(_unpack(lax.ppermute(_pack(present), static.axis_name,
+                                      perm), present))
+  else:  # other widths (none today) travel one array per permute
+    moved = iter(lax.ppermute(x, static.axis_name, perm) for x in present)
+  return tuple(None if x is None else next(moved) for x in xs)
+
+
+def _pack(xs):
+  """Arrays of 16- or 32-bit elements as one flat uint16 buffer."""
+  return jnp.concatenate([
+      lax.bitcast_convert_type(x, jnp.uint16).reshape(-1) for x in xs])
+
+
+def _unpack(buf, like):
+  """``_pack``'s inverse: arrays shaped and typed like ``like``."""
+  out, at = [], 0
+  for x in like:
+    words = x.dtype.itemsize // 2
+    part = lax.slice(buf, (at,), (at + x.size * words,))
+    at += x.size * words
+    shape = x.shape + ((words,) if words > 1 else ())
+    out.append(lax.bitcast_convert_type(part.reshape(shape), x.dtype))
+  return out
+
+
+def _in_flight(sent, state):
+  """Tie a transfer to the step that runs beside it: neither is used before
+  both are done, so the next transfer cannot start before this step's
+  kernel (XLA would otherwise issue all of a ring's K/V hops up front, each
+  exposed) and this one has exactly that kernel to hide under."""
+  return lax.optimization_barrier((sent, state))
 
 
 def _run(static: _Static, mask: _Mask, step: int, q, k, kv_seg, apply,
@@ -586,13 +620,19 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
            jnp.full((b, n, t), -jnp.inf, jnp.float32))
   # K/V (and their segment ids) hop on between the steps that run; a step
   # left out of the ring (``_steps``) costs no hop of its own.
-  kb, vb, sb, at = k, v, mask.kv_seg, 0
-  for step in _steps(static, t, k.shape[1]):
-    if step != at:
-      kb, vb, sb = _shift(static, step - at, kb, vb, sb)
-      at = step
+  # The next step's share is sent while this step's kernel runs.
+  steps = _steps(static, t, k.shape[1])
+  held = (k, v, mask.kv_seg)
+  if steps[0]:
+    held = _shift(static, steps[0], *held)
+  for i, step in enumerate(steps):
+    last = i + 1 == len(steps)
+    sent = None if last else _shift(static, steps[i + 1] - step, *held)
+    kb, vb, sb = held
     state = _run(static, mask, step, q, kb, sb,
                  functools.partial(apply, kb, vb), state)
+    if not last:
+      held, state = _in_flight(sent, state)
   out, lse = state
   return out.astype(q.dtype), jnp.where(jnp.isneginf(lse), jnp.inf, lse)
 
@@ -624,15 +664,39 @@ def _ring_bwd(static, residuals, d_out):
     return (add(dq, blk.q_part, dq_b), add(dk, blk.kv_part, dk_b),
             add(dv, blk.kv_part, dv_b))
 
-  # dQ accumulates here; the dK / dV accumulators travel with their share.
-  dq, dk, dv = (jnp.zeros(x.shape, jnp.float32) for x in (q, k, v))
-  kb, vb, sb, at = k, v, mask.kv_seg, 0
-  for step in _steps(static, q.shape[1], k.shape[1]):
-    if step != at:
-      kb, vb, sb, dk, dv = _shift(static, step - at, kb, vb, sb, dk, dv)
-      at = step
+  # dQ accumulates here; the dK / dV accumulators travel after their share,
+  # one step behind it: step i's kernel runs while the share for step i + 1
+  # arrives and the accumulator of the share held at step i - 1 leaves,
+  # both in one transfer where their hops are equal; each step's kernel
+  # starts from zero dK / dV, and the accumulator that arrived meanwhile is
+  # added after it.
+  steps = _steps(static, q.shape[1], k.shape[1])
+  dq = jnp.zeros(q.shape, jnp.float32)
+  zeros = tuple(jnp.zeros(x.shape, jnp.float32) for x in (k, v))
+  held = (k, v, mask.kv_seg)
+  if steps[0]:
+    held = _shift(static, steps[0], *held)
+  acc = None  # (dk, dv) of the share held at the previous step, sent on
+  for i, step in enumerate(steps):
+    last = i + 1 == len(steps)
+    hop_kv = None if last else steps[i + 1] - step
+    hop_acc = None if i == 0 else step - steps[i - 1]
+    if acc is not None and hop_kv == hop_acc:
+      sent = _shift(static, hop_kv, *held, *acc)
+    else:
+      sent = (() if last else _shift(static, hop_kv, *held)) + (
+          () if acc is None else _shift(static, hop_acc, *acc))
+    kb, vb, sb = held
     dq, dk, dv = _run(static, mask, step, q, kb, sb,
-                      functools.partial(apply, kb, vb), (dq, dk, dv))
+                      functools.partial(apply, kb, vb), (dq, *zeros))
+    sent, (dq, dk, dv) = _in_flight(sent, (dq, dk, dv))
+    if not last:
+      held, sent = sent[:3], sent[3:]
+    if i:  # the accumulator of this step's share, from the devices before
+      dk, dv = dk + sent[0], dv + sent[1]
+    acc = (dk, dv)
+  at = steps[-1]
+  dk, dv = acc
   if at:  # one more hop brings every share's dK / dV home (device me - at)
     dk, dv = _shift(static, lax.axis_size(static.axis_name) - at, dk, dv)
   return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None

@@ -153,6 +153,23 @@ def test_zigzag_round_trip():
       pf.zigzag(pf.zigzag(x, 2), 2, inverse=True), x)
 
 
+def test_packed_transfer_round_trip():
+  """A ring step's arrays travel packed in one 16-bit buffer: unpacked, they
+  are the same bits (bf16 K / V, f32 dK / dV with NaN and -0, int32 ids)."""
+  from pallas_flash import ring
+  key = jax.random.key(0)
+  xs = [jax.random.normal(key, (2, 5, 3, 6), jnp.bfloat16),
+        jnp.array([[1.5, -0.0, jnp.nan], [jnp.inf, 3e-39, -7.0]], jnp.float32),
+        jnp.arange(-3, 4, dtype=jnp.int32).reshape(1, 7)]
+  buf = ring._pack(xs)
+  assert buf.dtype == jnp.uint16 and buf.size == 180 + 2 * 6 + 2 * 7
+  for got, want in zip(ring._unpack(buf, xs), xs):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(
+        lax.bitcast_convert_type(got, jnp.uint16),
+        lax.bitcast_convert_type(want, jnp.uint16))
+
+
 def test_ring_bad_input():
   q = jnp.zeros((1, 16, 2, 32))
   with pytest.raises(ValueError, match="layout"):
