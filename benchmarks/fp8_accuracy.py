@@ -27,13 +27,11 @@ import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 import pallas_flash as pf
 from benchmarks import peers
 
-F8 = jnp.float8_e4m3fn
-E4M3_MAX = 448.0
+E4M3_MAX = pf.fp8.E4M3_MAX
 
 
 def inputs(key, b, t, n, h, outliers: bool):
@@ -50,18 +48,7 @@ def inputs(key, b, t, n, h, outliers: bool):
   return out
 
 
-def quantize(x):
-  """(e4m3 x / descale, descale) with one descale per tensor."""
-  descale = jnp.max(jnp.abs(x)) / E4M3_MAX
-  return (x / descale).astype(F8), descale.astype(jnp.float32)
-
-
-def hadamard(h: int):
-  """Normalised Hadamard matrix [h, h] (h a power of 2): orthogonal."""
-  m = np.ones((1, 1))
-  while m.shape[0] < h:
-    m = np.block([[m, m], [m, -m]])
-  return jnp.asarray(m / math.sqrt(h), jnp.float32)
+quantize = pf.fp8.quantize  # one descale per tensor
 
 
 def rmse(x, ref):
@@ -92,8 +79,8 @@ def run(args, log=print) -> list[tuple[str, str, float]]:
                                   k_descale=kd, v_descale=vd)
 
       res["ours fp8"] = jax.jit(ours_fp8)(q, k, v)
-      rot = hadamard(args.h)
-      res["ours fp8 + Hadamard"] = jax.jit(ours_fp8)(q @ rot, k @ rot, v)
+      rot = pf.fp8.hadamard_rotate
+      res["ours fp8 + Hadamard"] = jax.jit(ours_fp8)(rot(q), rot(k), v)
       if hopper:
         (q8, qd), (k8, kd), (v8, vd) = (quantize(x) for x in (q, k, v))
         fn, params = peers.cudnn_fp8(causal, 1.0 / math.sqrt(args.h),
