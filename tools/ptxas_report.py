@@ -31,7 +31,10 @@ import re
 import subprocess
 import sys
 
-os.environ["MOSAIC_GPU_DUMP_PTXAS"] = "1"  # (children inherit it)
+if __name__ == "__main__":  # a run and its children, never an importer: the
+  # dump also puts JAX's counter back into every module's bytes
+  # (mosaic/kernel_names.py), so equal kernels would compile twice
+  os.environ["MOSAIC_GPU_DUMP_PTXAS"] = "1"
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
