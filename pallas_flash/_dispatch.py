@@ -315,6 +315,22 @@ def validate(query, key, value, bias, mask, scale, is_causal, q_lengths,
   return q, k, v, arrays, spec, float(scale), cap, squeeze
 
 
+def validate_shares(entry: str, query, key, value, scale, is_causal,
+                    q_lengths, kv_lengths, window, implementation,
+                    causal_alignment, q_seg, kv_seg, cap):
+  """``validate`` for the sequence-parallel entry points (``entry``:
+  ``ring_attention``, ``ulysses_attention``), which take each device's
+  [B, T, N, H] shares and no bias or mask here (their dense mask is checked
+  by the caller): (q, k, v, arrays, spec, scale, cap)."""
+  q, k, v, arrays, spec, scale, cap, squeeze = validate(
+      query, key, value, None, None, scale, is_causal, q_lengths, kv_lengths,
+      window, implementation, causal_alignment, q_seg, kv_seg, cap)
+  if squeeze:
+    raise ValueError(f"{entry} takes [B, T, N, H] shares, got query "
+                     f"{jnp.shape(query)}")
+  return q, k, v, arrays, spec, scale, cap
+
+
 def validate_descales(q, k, descales):
   """(q_descale, k_descale, v_descale) as float32 [B, K], or None for
   non-fp8 input without descales.  ``descales``: the user's (q_descale,

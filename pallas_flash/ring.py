@@ -134,14 +134,11 @@ def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
     NotImplementedError: ``implementation="xla"`` (no block backward with
       a given lse), or a backend that cannot take the input.
   """
-  q, k, v, arrays, spec, scale, cap, squeeze = _dispatch.validate(
-      query, key, value, None, None, scale, is_causal, query_seq_lengths,
+  q, k, v, arrays, spec, scale, cap = _dispatch.validate_shares(
+      "ring_attention", query, key, value, scale, is_causal, query_seq_lengths,
       key_value_seq_lengths, local_window_size, implementation,
       causal_alignment, query_segment_ids, key_value_segment_ids,
       logits_soft_cap)
-  if squeeze:
-    raise ValueError(f"ring_attention takes [B, T, N, H] shares, got query "
-                     f"{jnp.shape(query)}")
   if layout not in ("contiguous", "zigzag"):
     raise ValueError(f"layout={layout!r} must be 'contiguous' or 'zigzag'")
   (b, t, n, _), s = q.shape, k.shape[1]

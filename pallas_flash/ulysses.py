@@ -104,14 +104,11 @@ def ulysses_attention(query, key, value, *, axis_name, is_causal: bool = False,
       cannot be split; ``ring_attention`` takes that input),
       ``implementation="xla"``, or a backend that cannot take the input.
   """
-  q, k, v, arrays, spec, scale, cap, squeeze = _dispatch.validate(
-      query, key, value, None, None, scale, is_causal, query_seq_lengths,
+  q, k, v, arrays, spec, scale, cap = _dispatch.validate_shares(
+      "ulysses_attention", query, key, value, scale, is_causal, query_seq_lengths,
       key_value_seq_lengths, local_window_size, implementation,
       causal_alignment, query_segment_ids, key_value_segment_ids,
       logits_soft_cap)
-  if squeeze:
-    raise ValueError(f"ulysses_attention takes [B, T, N, H] shares, got "
-                     f"query {jnp.shape(query)}")
   if implementation == "xla":
     raise NotImplementedError("ulysses_attention runs the kernels "
                               "(implementation 'triton' or 'mosaic')")
