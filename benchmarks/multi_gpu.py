@@ -374,21 +374,12 @@ def bench_cell(devices, t, causal, reps, sample_s, hlo_out=None,
       seqlen=t, causal=causal, window=window,
       devices=p, layout=layout, ms=ms,
       spread={name: times[name][1] for name in calls},
-      compile_and_first_call_s=compile_s,
-      ring_efficiency=eff("1gpu_b1", "ring"),
-      ring_fwd_efficiency=eff("1gpu_b1_fwd", "ring_fwd"),
-      auto_ring_efficiency=eff("1gpu_b1", "auto_ring"),
-      auto_ring_fwd_efficiency=eff("1gpu_b1_fwd", "auto_ring_fwd"),
-      ring_collectives=_collectives(hlo["ring"]),
-      auto_ring_collectives=_collectives(hlo["auto_ring"]))
-  if "ulysses" in ms:
-    row.update(
-        ulysses_efficiency=eff("1gpu_b1", "ulysses"),
-        ulysses_fwd_efficiency=eff("1gpu_b1_fwd", "ulysses_fwd"),
-        auto_ulysses_efficiency=eff("1gpu_b1", "auto_ulysses"),
-        auto_ulysses_fwd_efficiency=eff("1gpu_b1_fwd", "auto_ulysses_fwd"),
-        ulysses_collectives=_collectives(hlo["ulysses"]),
-        auto_ulysses_collectives=_collectives(hlo["auto_ulysses"]))
+      compile_and_first_call_s=compile_s)
+  for kind in ("ring", "auto_ring", "ulysses", "auto_ulysses"):
+    if kind in ms:  # efficiencies against one GPU, and the collectives
+      row.update({f"{kind}_efficiency": eff("1gpu_b1", kind),
+                  f"{kind}_fwd_efficiency": eff("1gpu_b1_fwd", f"{kind}_fwd"),
+                  f"{kind}_collectives": _collectives(hlo[kind])})
   if window is None:
     row.update(
         batch_efficiency=eff("1gpu_bP", "batch"),
