@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import pathlib
 
 import chex
 import jax
@@ -83,6 +85,24 @@ GRADIENT = [
     Case("g_h256", t=17, s=17, h=256, n=1, k=1, b=1),
     Case("g_bf16_mask_keys", t=33, s=97, dense_mask="keys", dtype="bfloat16"),
 ]
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def cpu_env(devices: int) -> dict:
+  """The environment of a child process of the tests: JAX on the CPU with
+  ``devices`` host devices (in place of any device count in XLA_FLAGS) and
+  the repository on PYTHONPATH."""
+  env = dict(os.environ)
+  flags = [f for f in env.get("XLA_FLAGS", "").split()
+           if not f.startswith("--xla_force_host_platform_device_count")]
+  env["XLA_FLAGS"] = " ".join(
+      flags + [f"--xla_force_host_platform_device_count={devices}"])
+  env["JAX_PLATFORMS"] = "cpu"
+  env["PYTHONPATH"] = os.pathsep.join(
+      filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+  return env
 
 
 def rel_err(x, ref):

@@ -10,8 +10,6 @@ batch sharding, collective-permutes only for the rings).
 """
 from __future__ import annotations
 
-import os
-import pathlib
 import socket
 import subprocess
 import sys
@@ -19,8 +17,9 @@ import time
 
 import pytest
 
-_ROOT = pathlib.Path(__file__).resolve().parents[1]
-_WORKER = _ROOT / "tests" / "multihost_worker.py"
+import cases
+
+_WORKER = cases.ROOT / "tests" / "multihost_worker.py"
 _PROCESSES = 2
 _DEVICES_PER_PROCESS = 2
 _TIMEOUT_S = 360  # ~1 min on 2 loaded cores; CI runs it beside other tests
@@ -33,19 +32,12 @@ def _free_port() -> int:
 
 
 def _env():
-  env = dict(os.environ)
   # Not the 4 devices tests/conftest.py gives this process: each worker is a
   # host of 2 CPU devices.
-  flags = [f for f in env.get("XLA_FLAGS", "").split()
-           if not f.startswith("--xla_force_host_platform_device_count")]
-  env["XLA_FLAGS"] = " ".join(
-      flags + [f"--xla_force_host_platform_device_count={_DEVICES_PER_PROCESS}"])
-  env["JAX_PLATFORMS"] = "cpu"
+  env = cases.cpu_env(_DEVICES_PER_PROCESS)
   # The interpreter's blocking callbacks need a large enough intra-op pool
   # (tests/conftest.py).
   env["NPROC"] = str(max(8, int(env.get("NPROC") or 0)))
-  env["PYTHONPATH"] = os.pathsep.join(
-      filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
   return env
 
 
@@ -65,7 +57,7 @@ def test_two_processes_shard_batch_and_ring(tmp_path):
   procs = [subprocess.Popen(
       [sys.executable, str(_WORKER), "--process-id", str(i),
        "--num-processes", str(_PROCESSES), "--port", str(port)],
-      stdout=log, stderr=subprocess.STDOUT, env=env, cwd=_ROOT)
+      stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cases.ROOT)
       for i, log in enumerate(logs)]
   try:
     # A process that fails leaves the other blocked in a collective (or in

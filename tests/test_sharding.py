@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -27,6 +25,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 import pallas_flash as pf
+import cases
 from cases import SHARDED, sharded_fns
 
 pytestmark = pytest.mark.skipif(len(jax.devices()) < 4,
@@ -444,18 +443,10 @@ def test_batch_heads_sequence_mesh():
 def _rerun_on_cpu_devices(test: str, devices: int):
   """Runs ``test`` of this file in a fresh pytest on ``devices`` CPU
   devices."""
-  root = pathlib.Path(__file__).resolve().parents[1]
-  env = dict(os.environ)
-  flags = [f for f in env.get("XLA_FLAGS", "").split()
-           if not f.startswith("--xla_force_host_platform_device_count")]
-  env["XLA_FLAGS"] = " ".join(
-      flags + [f"--xla_force_host_platform_device_count={devices}"])
-  env["JAX_PLATFORMS"] = "cpu"
-  env["PYTHONPATH"] = os.pathsep.join(
-      filter(None, [str(root), env.get("PYTHONPATH")]))
   run = subprocess.run(
       [sys.executable, "-m", "pytest", f"{__file__}::{test}", "-q",
-       "-p", "no:cacheprovider"], cwd=root, env=env, capture_output=True,
+       "-p", "no:cacheprovider"], cwd=cases.ROOT, env=cases.cpu_env(devices),
+      capture_output=True,
       text=True, timeout=600)
   assert run.returncode == 0 and re.search(r"\b1 passed", run.stdout), (
       run.stdout[-6000:] + run.stderr[-3000:])
