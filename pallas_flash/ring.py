@@ -693,7 +693,6 @@ def _ring_bwd(static, residuals, d_out):
       dk, dv = dk + sent[0], dv + sent[1]
     acc = (dk, dv)
   at = steps[-1]
-  dk, dv = acc
   if at:  # one more hop brings every share's dK / dV home (device me - at)
     dk, dv = _shift(static, lax.axis_size(static.axis_name) - at, dk, dv)
   return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None
