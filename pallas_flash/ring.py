@@ -205,15 +205,17 @@ def backend_calls(params: KernelParams, axis_name):
   def fwd(q, k, v, arrays):
     st = static(q)
     to, back = _orders(st)
-    out, lse = _forward(st, to(q), to(k), to(v), _ring_mask(st, arrays))
-    return back(out), back(lse, axis=2)
+    q, k, v = to((q, k, v))
+    out, lse = _forward(st, q, k, v, _ring_mask(st, arrays))
+    return back((out, lse), axes=(1, 2))
 
   def bwd(q, k, v, arrays, out, lse, d_out):
     st = static(q)
     to, back = _orders(st)
-    residuals = (to(q), to(k), to(v), _ring_mask(st, arrays), to(out),
-                 to(lse, axis=2))
-    return tuple(back(g) for g in _ring_bwd(st, residuals, to(d_out))[:3])
+    q, k, v, out, lse, d_out = to((q, k, v, out, lse, d_out),
+                                  axes=(1, 1, 1, 1, 2, 1))
+    residuals = (q, k, v, _ring_mask(st, arrays), out, lse)
+    return back(_ring_bwd(st, residuals, d_out)[:3])
 
   return fwd, bwd
 
@@ -232,11 +234,18 @@ def _balanced(spec: masks.MaskSpec, rows: int) -> bool:
 
 def _orders(static):
   """(to, back): contiguous shares -> the ring's layout and back
-  (identity unless ``static.zigzag``)."""
-  def order(x, axis=1, inverse=False):
-    if not static.zigzag or x is None:
-      return x
-    return _reorder(x, static.axis_name, axis, inverse)
+  (identity unless ``static.zigzag``), of one array (sequence ``axis``) or
+  of a tuple of them (``axes``, default 1), moved together (``_reorder``)."""
+  def order(xs, axis=1, axes=None, inverse=False):
+    one = not isinstance(xs, tuple)
+    xs = (xs,) if one else xs
+    axes = (axis,) * len(xs) if axes is None else axes
+    if static.zigzag:
+      moved = iter(_reorder([x for x in xs if x is not None], static.axis_name,
+                            [a for x, a in zip(xs, axes) if x is not None],
+                            inverse))
+      xs = tuple(None if x is None else next(moved) for x in xs)
+    return xs[0] if one else xs
   return order, functools.partial(order, inverse=True)
 
 
@@ -248,46 +257,56 @@ def _ring_mask(static, arrays: masks.MaskArrays):
   dense = to(arrays.mask, axis=2)
   if static.zigzag and dense is not None and dense.shape[3] != 1:
     dense = zigzag(dense, lax.axis_size(static.axis_name), axis=3)
-  return _Mask(arrays.q_len, arrays.kv_len, to(arrays.q_segment_ids),
-               to(arrays.kv_segment_ids), dense)
+  return _Mask(arrays.q_len, arrays.kv_len,
+               *to((arrays.q_segment_ids, arrays.kv_segment_ids)), dense)
 
 
-def _reorder(x, axis_name, axis: int = 1, inverse: bool = False):
-  """Contiguous shares -> zigzag shares along ``axis`` (``inverse``: back),
-  by two collective-permutes of half-shares: of the 2P halves of the
+def _reorder(xs, axis_name, axes, inverse: bool = False):
+  """Contiguous shares -> zigzag shares along each array's axis in ``axes``
+  (``inverse``: back), by two collective-permutes of half-shares, the halves
+  of all ``xs`` packed together (``_pack``): of the 2P halves of the
   sequence, device i holds halves 2i, 2i+1 contiguous and halves i,
   2P-1-i zigzag (``zigzag``'s order).  A size-1 (broadcast) axis stays."""
-  if x.shape[axis] == 1:
-    return x
+  moving = [i for i, (x, a) in enumerate(zip(xs, axes)) if x.shape[a] != 1]
+  out = list(xs)
+  if not moving:
+    return out
+  xs_m, ax_m = [xs[i] for i in moving], [axes[i] for i in moving]
   p = lax.axis_size(axis_name)
   even = lax.rem(lax.axis_index(axis_name), 2) == 0
-  first, second = jnp.split(x, 2, axis=axis)
-  swap = lambda a, b: jnp.where(even, jnp.concatenate([a, b], axis),
-                                jnp.concatenate([b, a], axis))
+  halves = [jnp.split(x, 2, axis=a) for x, a in zip(xs_m, ax_m)]
+  first, second = [h[0] for h in halves], [h[1] for h in halves]
+  pick = lambda c, a, b: [jnp.where(c, u, w) for u, w in zip(a, b)]
   if not inverse:
     # Half h goes to zigzag device h (h < P) or 2P-1-h; an even device
     # receives an even half first, an odd one an odd half first.
     home = lambda h: h if h < p else 2 * p - 1 - h
-    first = _permute(first, axis_name, [(i, home(2 * i)) for i in range(p)])
-    second = _permute(second, axis_name,
-                      [(i, home(2 * i + 1)) for i in range(p)])
-    return swap(first, second)
-  # Zigzag device j holds the even half j or 2P-1-j (whichever is even)
-  # and the odd one; half h goes home to contiguous device h // 2.
-  even_half = lambda j: j if j % 2 == 0 else 2 * p - 1 - j
-  evens, odds = jnp.where(even, first, second), jnp.where(even, second, first)
-  evens = _permute(evens, axis_name,
-                   [(j, even_half(j) // 2) for j in range(p)])
-  odds = _permute(odds, axis_name,
-                  [(j, (2 * p - 1 - even_half(j)) // 2) for j in range(p)])
-  return jnp.concatenate([evens, odds], axis)
+    first = _permute_all(first, axis_name,
+                         [(i, home(2 * i)) for i in range(p)])
+    second = _permute_all(second, axis_name,
+                          [(i, home(2 * i + 1)) for i in range(p)])
+    lo, hi = pick(even, first, second), pick(even, second, first)
+  else:
+    # Zigzag device j holds the even half j or 2P-1-j (whichever is even)
+    # and the odd one; half h goes home to contiguous device h // 2.
+    even_half = lambda j: j if j % 2 == 0 else 2 * p - 1 - j
+    lo = _permute_all(pick(even, first, second), axis_name,
+                      [(j, even_half(j) // 2) for j in range(p)])
+    hi = _permute_all(pick(even, second, first), axis_name,
+                      [(j, (2 * p - 1 - even_half(j)) // 2) for j in range(p)])
+  for i, a, l, h in zip(moving, ax_m, lo, hi):
+    out[i] = jnp.concatenate([l, h], a)
+  return out
 
 
-def _permute(x, axis_name, perm):
-  """``lax.ppermute``; nothing where every device keeps its part."""
+def _permute_all(xs, axis_name, perm):
+  """``xs`` along ``perm`` in one collective-permute (packed, ``_pack``);
+  nothing where every device keeps its part."""
   if all(i == j for i, j in perm):
-    return x
-  return lax.ppermute(x, axis_name, perm)
+    return xs
+  if all(x.dtype.itemsize in (2, 4) for x in xs):
+    return _unpack(lax.ppermute(_pack(xs), axis_name, perm), xs)
+  return [lax.ppermute(x, axis_name, perm) for x in xs]
 
 
 def zigzag(x, num_devices: int, *, axis: int = 1, inverse: bool = False):
