@@ -200,6 +200,18 @@ def cudnn_fp8(causal: bool, scale: float, s_scale: float = 1.0):
   return fn, params
 
 
+def cudnn_fp8_scaled(params: dict, q_descale, k_descale, v_descale,
+                     o_scale=1.0) -> dict:
+  """``cudnn_fp8``'s ``params`` for e4m3 inputs with these (scalar)
+  descales, O written in e4m3 as O * ``o_scale`` (its real values:
+  ``out.astype(float32) / o_scale``)."""
+  import jax.numpy as jnp
+  one = jnp.ones((1, 1, 1, 1), jnp.float32)
+  return {**params, "descale_q": one * q_descale, "descale_k": one * k_descale,
+          "descale_v": one * v_descale, "scale_o": one * o_scale,
+          "descale_o": one / o_scale}
+
+
 def _cudnn_fp8(w: wl.Workload, x: wl.Inputs):
   if w.dtype != "float8_e4m3fn":
     raise NotImplementedError("fp8 cells only")

@@ -328,3 +328,98 @@ def test_nondeterministic_impl_passes_the_flag(monkeypatch):
     fn, aux = peers._ours("xla", deterministic)(w, x)
     fn(x.q, x.k, x.v, aux)
   assert seen == [True, False]
+
+
+def test_mosaic_bench_fp8_arguments_and_cells():
+  """``mosaic_bench --dtype fp8``'s arguments: cells, variants, head-dim
+  filter, what fp8 refuses; and the variants of next session's d128 fp8
+  sweep all pass ``check_supported`` (shared memory <= 227 KiB) in its
+  cells, while stacking 3 stages on block_kv=256 does not."""
+  from benchmarks import mosaic_bench as mb
+
+  args = mb.parse_args(["--bench", "--dtype", "fp8", "--cells",
+                        "d128-4k-N,d128-4k-C,d128-16k-C", "--variant",
+                        "block_kv=256", "--variant",
+                        "consumers=3,persistent=False,overlap_softmax=False"])
+  assert args.dtype == "fp8"
+  assert args.cells == [(128, 4096, False), (128, 4096, True),
+                        (128, 16384, True)]
+  assert args.variant == [{"block_kv": 256}, {
+      "consumers": 3, "persistent": False, "overlap_softmax": False}]
+  assert mb.select_cells(args.cells, [64]) == []
+  assert mb.select_cells([], [128]) == [c for c in mb.CELLS if c[0] == 128]
+  for bad in (["--dtype", "fp8", "--tokamax"], ["--cells", "128-4k-N"],
+              ["--cells", "d128-4k-X"]):
+    with pytest.raises(SystemExit):
+      mb.parse_args(bad)
+  sweep = [mb.parse_variant(v) for v in (
+      "block_kv=256", "consumers=3,persistent=False,overlap_softmax=False",
+      "num_stages=3", "block_kv=256,overlap_softmax=False")]
+  for h, t, causal in args.cells:
+    kept, skipped = mb.fitting_configs(h, causal, t, sweep, fp8=True)
+    assert skipped == [] and len(kept) == 1 + len(sweep)
+    for _, _, cfg in kept[1:]:
+      assert cfg.smem_bytes(h, fp8=True) <= 227 * 1024
+    (_, reason), = mb.fitting_configs(
+        h, causal, t, [{"num_stages": 3, "block_kv": 256}], fp8=True)[1]
+    assert "needs 247296 bytes of shared memory" in reason
+
+
+def test_mosaic_bench_fp8_checks_times_and_skips(monkeypatch):
+  """``mosaic_bench.bench_fp8`` on a tiny cell without a GPU (the Mosaic
+  call swapped for the xla path on the same e4m3 inputs and descales):
+  each fitting config reaches ``flash_attention``, is checked against the
+  f32 reference on the dequantized inputs (a wrong one is reported, not
+  timed), the refused variants are listed with the reason, and the table
+  shows them."""
+  import dataclasses as dc
+  import pallas_flash as pf
+  from benchmarks import mosaic_bench as mb
+  from pallas_flash.mosaic.config import MosaicConfig
+
+  real, seen = pf.flash_attention, []
+
+  def spy(q, k, v, **kw):
+    if kw.get("implementation") != "mosaic":  # (the reference)
+      return real(q, k, v, **kw)
+    assert q.dtype == k.dtype == v.dtype == pf.fp8.E4M3
+    assert kw["q_descale"] is not None and kw["v_descale"] is not None
+    cfg = kw["config"]
+    seen.append(cfg)
+    out = real(q, k, v, **{**kw, "implementation": "xla"})
+    return out if cfg is None or cfg.overlap_softmax else out * 1.5
+  monkeypatch.setattr(pf, "flash_attention", spy)
+
+  variants = [mb.parse_variant(v) for v in (
+      "block_kv=256", "block_kv=256,overlap_softmax=False",
+      "num_stages=3,block_kv=256", "block_kv=64", "consumers=3")]
+  (r,) = mb.bench_fp8(variants, cells=[(128, 256, True)], reps=2,
+                      min_ms=0.0, tokens=512, hidden=256)
+  base = MosaicConfig.default(128, True, kv_seqlen=256, fp8=True)
+  wide = dc.replace(base, block_kv=256)
+  assert seen == [None, wide, dc.replace(wide, overlap_softmax=False)]
+  assert (r["dtype"], r["peer"], r["batch"], r["heads"]) == (
+      "fp8", "cudnn-fp8", 2, 2)
+  names = list(r["variants"])
+  assert list(r["variants"].values()) == [
+      "default", "block_kv=256", "block_kv=256,overlap_softmax=False"]
+  for name in names[:2]:  # checked, then timed
+    assert r[mb._err_key(name)] < mb.FWD_TOL["float8_e4m3fn"]
+    assert r[name] > 0
+  assert r["failed"][names[2]].startswith("wrong: rel err vs f32")
+  assert names[2] not in r
+  reasons = dict(r["skipped"])
+  assert list(reasons) == ["num_stages=3,block_kv=256", "block_kv=64",
+                           "consumers=3"]
+  assert "247296 bytes of shared memory" in reasons["num_stages=3,block_kv=256"]
+  assert "multiple of 128" in reasons["block_kv=64"]
+  assert "persistent=True is not supported" in reasons["consumers=3"]
+  if "cudnn-fp8" in r:  # a Hopper GPU: paired ratios to cuDNN fp8
+    assert set(r["paired"]) == set(names[:2])
+  else:
+    assert "cudnn-fp8" in r["failed"] and r["paired"] == {}
+  table = mb.table([r])
+  assert "| d128 S256 C fp8 | 2x2 |" in table
+  assert "| d128 S256 C fp8 | block_kv=64 | - |" in table
+  assert "skipped: bk256s3h4MOP needs 247296 bytes" in table
+  assert "wrong: rel err vs f32" in table
