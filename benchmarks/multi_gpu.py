@@ -13,8 +13,9 @@ Issue 13's benchmark.  First, on the GPUs, correctness and communication:
   reference on the whole sequence,
   next to the single-device kernel's error on the same inputs; its HLO may
   move data by collective-permutes only;
-* ``jax.jit(flash_attention)`` on q / k / v sharded over the sequence (the
-  automatic ring of sharding.py; causal and not, causal bottom-right with
+* ``jax.jit(flash_attention(context_parallel="ring"))`` on q / k / v
+  sharded over the sequence (the automatic ring of sharding.py; causal and
+  not, causal bottom-right with
   ragged lengths, causal with a window of a quarter share) against the
   one-device call, likewise.
 
@@ -26,8 +27,9 @@ S in ``--seqlens``, causal and not, and causal with each ``--windows`` w:
 * context parallel: one sequence (B = 1) on one GPU against the same
   sequence split over P GPUs by ``ring_attention`` in ``shard_map``
   (zigzag layout when causal, contiguous otherwise), and by the automatic
-  ring (``jax.jit(flash_attention)`` on ``P(None, "seq")`` arrays, which
-  reorders causal shares into zigzag inside the call); efficiency =
+  ring (``jax.jit(flash_attention(context_parallel="ring"))`` on
+  ``P(None, "seq")`` arrays, which reorders causal shares into zigzag
+  inside the call); efficiency =
   t_1 / (P * t_P), fwd+bwd and fwd alone;
 * Ulysses (all-to-all head scattering): the same sequence split over P
   GPUs by ``ulysses_attention`` in ``shard_map`` and by
@@ -231,9 +233,9 @@ def check_ring(devices, size) -> list[dict]:
 
 
 def check_auto_ring(devices, size) -> list[dict]:
-  """``jax.jit(flash_attention)`` on q / k / v sharded over the sequence:
-  the ring runs by itself (sharding.py), equal to the one-device call, with
-  collective-permutes only."""
+  """``jax.jit(flash_attention(context_parallel="ring"))`` on q / k / v
+  sharded over the sequence: the ring runs by itself (sharding.py), equal
+  to the one-device call, with collective-permutes only."""
   mesh = jax.sharding.Mesh(np.array(devices), ("seq",))
   t = 8192 if size == "gpu" else 16 * len(devices)
   h, n = (HEAD_DIM, HEADS) if size == "gpu" else (32, 4)
@@ -245,7 +247,8 @@ def check_auto_ring(devices, size) -> list[dict]:
                             (True, "top_left", window)):
     b = 2 if align == "bottom_right" else 1
     q, k, v, do = _qkv_do(b, t, n, n // 4, h, seed=3)
-    fb = fwd_bwd_out(functools.partial(_attn(causal, impl, align), **kw))
+    fb = fwd_bwd_out(functools.partial(_attn(causal, impl, align),
+                                       context_parallel="ring", **kw))
     want = fb(q, k, v, do)
     args = tuple(jax.device_put(x, NamedSharding(mesh, P(None, "seq")))
                  for x in (q, k, v, do))
@@ -310,8 +313,9 @@ def bench_cell(devices, t, causal, reps, sample_s, hlo_out=None,
                window=None) -> dict:
   """One timed cell: one sequence on one GPU against ``ring_attention`` in
   ``shard_map`` (zigzag where causal work is unbalanced) and the automatic
-  ring (``jax.jit(flash_attention)`` on ``P(None, "seq")`` arrays), fwd+bwd
-  and fwd; without a window also batch sharding (B = P)."""
+  ring (``jax.jit(flash_attention(context_parallel="ring"))`` on
+  ``P(None, "seq")`` arrays), fwd+bwd and fwd; without a window also batch
+  sharding (B = P)."""
   p = len(devices)
   seq_mesh = jax.sharding.Mesh(np.array(devices), ("seq",))
   batch_mesh = jax.sharding.Mesh(np.array(devices), ("x",))
@@ -326,6 +330,7 @@ def bench_cell(devices, t, causal, reps, sample_s, hlo_out=None,
   attn = _attn(causal, window=window)
   ring = _ring(seq_mesh, causal, layout, window=window)
   ulysses = _ulysses(seq_mesh, causal, window)
+  auto_ring = functools.partial(attn, context_parallel="ring")
   auto_ulysses = functools.partial(attn, context_parallel="ulysses")
   fb_attn, fb_ring = fwd_bwd(attn), fwd_bwd(ring)
   b1, b1_fwd = (tuple(one(x) for x in (q, k, v, do)),
@@ -335,14 +340,14 @@ def bench_cell(devices, t, causal, reps, sample_s, hlo_out=None,
   calls = {
       "1gpu_b1": (fb_attn, b1),
       "ring": (fb_ring, sq),
-      "auto_ring": (fb_attn, sq),
+      "auto_ring": (fwd_bwd(auto_ring), sq),
       "ulysses": (fwd_bwd(ulysses), sq),
       "auto_ulysses": (fwd_bwd(auto_ulysses), sq),
       "1gpu_bP": (fb_attn, (q, k, v, do)),
       "batch": (fb_attn, tuple(bat(x) for x in (q, k, v, do))),
       "1gpu_b1_fwd": (jax.jit(attn), b1_fwd),
       "ring_fwd": (jax.jit(ring), sq_fwd),
-      "auto_ring_fwd": (jax.jit(attn), sq_fwd),
+      "auto_ring_fwd": (jax.jit(auto_ring), sq_fwd),
       "ulysses_fwd": (jax.jit(ulysses), sq_fwd),
       "auto_ulysses_fwd": (jax.jit(auto_ulysses), sq_fwd),
   }

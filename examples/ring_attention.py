@@ -1,4 +1,5 @@
-"""Context parallelism: a sequence split over devices, attended as a ring.
+"""Context parallelism: a sequence split over devices, attended as a ring
+(or by Ulysses' all-to-alls).
 
 Runs on any machine: with fewer than two accelerators it asks XLA for four
 CPU devices (the kernels then run in Pallas interpret mode, so the sizes are
@@ -8,12 +9,16 @@ small).  Two ways, each checked against the one-device call:
    (every device gets the same causal work), causal, GQA, per-sequence key
    lengths; values and gradients (fwd + bwd as a ring).
 2. Plain ``jax.jit(pallas_flash.flash_attention)`` on q / k / v sharded over
-   the sequence (``P(None, "seq")``): a kernel call runs the same ring by
-   itself, balanced (causal shares reordered into the zigzag layout and
-   back inside the call, by collective-permutes).
+   the sequence (``P(None, "seq")``): with ``context_parallel="ring"`` a
+   kernel call runs the same ring by itself, balanced (causal shares
+   reordered into the zigzag layout and back inside the call, by
+   collective-permutes); with the default ``context_parallel=None`` it
+   picks Ulysses here (the 4 query heads split over 2 or 4 devices, one
+   process: all-to-alls), else the ring.
 
-For both, the compiled program is searched for collectives: a ring moves
-K / V with collective-permutes only (no all-gather of the sequence).
+For each, the compiled program is searched for collectives: a ring moves
+K / V with collective-permutes only, Ulysses with all-to-alls (no
+all-gather of the sequence).
 
     python examples/ring_attention.py            # exits 1 on a mismatch
 """
@@ -77,10 +82,11 @@ def main() -> int:
   # name the Pallas-Triton kernels there (interpret mode).
   impl = "triton" if on_cpu else None
 
-  def one_device(q, k, v):
+  def one_device(q, k, v, context_parallel=None):
     return pf.flash_attention(q, k, v, is_causal=True,
                               key_value_seq_lengths=kv_len,
-                              implementation=impl)
+                              implementation=impl,
+                              context_parallel=context_parallel)
 
   ref_out, ref_vjp = jax.vjp(one_device, q, k, v)
   ref = (ref_out, *ref_vjp(do))
@@ -108,22 +114,29 @@ def main() -> int:
   print(f"shard_map ring (zigzag) on {n_dev} devices: out/dq/dk/dv rel err "
         + ", ".join(f"{e:.1e}" for e in errs) + f"; collectives {found}")
 
-  # 2. plain jit on sequence-sharded arrays: the automatic ring.
+  # 2. plain jit on sequence-sharded arrays: the automatic ring, and the
+  # default (Ulysses where the heads split over the devices, one process).
   seq = NamedSharding(mesh, P(None, "seq"))
   qs, ks, vs, dos = (jax.device_put(x, seq) for x in (q, k, v, do))
+  for context_parallel, expect in (
+      ("ring", {"collective-permute"}),
+      (None, {"all-to-all"} if n % n_dev == 0 and jax.process_count() == 1
+       else {"collective-permute"})):
 
-  def jit_fwd_bwd(q, k, v, do):
-    out, vjp = jax.vjp(one_device, q, k, v)
-    return (out, *vjp(do))
+    def jit_fwd_bwd(q, k, v, do):
+      out, vjp = jax.vjp(
+          lambda q, k, v: one_device(q, k, v, context_parallel), q, k, v)
+      return (out, *vjp(do))
 
-  compiled = jax.jit(jit_fwd_bwd).lower(qs, ks, vs, dos).compile()
-  got = compiled(qs, ks, vs, dos)
-  errs = [rel_err(g, r) for g, r in zip(got, ref)]
-  found = collectives(compiled)
-  ok &= max(errs) < tol and "all-gather" not in found
-  print(f"jit on P(None, 'seq') arrays: out/dq/dk/dv rel err "
-        + ", ".join(f"{e:.1e}" for e in errs) + f"; collectives {found}; "
-        f"output sharding {got[0].sharding.spec}")
+    compiled = jax.jit(jit_fwd_bwd).lower(qs, ks, vs, dos).compile()
+    got = compiled(qs, ks, vs, dos)
+    errs = [rel_err(g, r) for g, r in zip(got, ref)]
+    found = collectives(compiled)
+    ok &= max(errs) < tol and set(found) == expect
+    print(f"jit on P(None, 'seq') arrays, context_parallel="
+          f"{context_parallel!r}: out/dq/dk/dv rel err "
+          + ", ".join(f"{e:.1e}" for e in errs) + f"; collectives {found}; "
+          f"output sharding {got[0].sharding.spec}")
   print("OK" if ok else "MISMATCH")
   return 0 if ok else 1
 

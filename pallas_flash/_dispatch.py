@@ -96,7 +96,8 @@ def plan(q, k, v, arrays: masks.MaskArrays | None, spec: masks.MaskSpec,
   ``NotImplementedError`` where none takes the input.
 
   ``context_parallel`` (validated): how sharding.py runs the call where q
-  and k/v are sharded over the sequence; None: the ring.
+  and k/v are sharded over the sequence; None: ``"auto"`` (Ulysses where
+  ``ulysses.chosen`` says so, else the ring).
   """
   if implementation == "xla":
     return None
@@ -121,7 +122,7 @@ def plan(q, k, v, arrays: masks.MaskArrays | None, spec: masks.MaskSpec,
                           config=config if implementation is not None else None,
                           interpret=not on_gpu(), dropout_rate=rate,
                           deterministic=deterministic,
-                          context_parallel=context_parallel or "ring")
+                          context_parallel=context_parallel or "auto")
     try:
       _check_supported(params, q, k, v, arrays)
     except NotImplementedError:

@@ -38,8 +38,9 @@ class KernelParams:
   bias_grad: bool = False  # the backward also returns the dbias partial
   deterministic: bool = True  # False: the backward may sum in any order
   # How a sequence-sharded call runs under jit (sharding.py; the kernels
-  # never read it): "ring" (ring.py) or "ulysses" (ulysses.py).
-  context_parallel: str = "ring"
+  # never read it): "ring" (ring.py), "ulysses" (ulysses.py) or "auto"
+  # (``context_parallel=None``: ``ulysses.chosen`` picks per call).
+  context_parallel: str = "auto"
 
 
 def score_terms(arrays: masks.MaskArrays | None,

@@ -18,10 +18,12 @@ likewise (the padded rows would carry garbage lengths into the kernel).
 Sequence: where ring attention can take the call (``ring.takes``: T == S,
 a kernel backend, no bias, ALiBi or dropout), q's T and k/v's S are one
 factor that may be split (a dense mask's T with them, its S whole); the
-callback then runs ``ring.backend_calls`` over the rows' mesh axes, which
-custom_partitioning binds while it traces the per-shard function: K/V by
-collective-permute, causal shares reordered into the balanced zigzag layout
-and back inside the call.
+callback then runs, over the rows' mesh axes (which custom_partitioning
+binds while it traces the per-shard function), ``ring.backend_calls``: K/V
+by collective-permute, causal shares reordered into the balanced zigzag
+layout and back inside the call; or ``ulysses.backend_calls``: all-to-alls
+of heads, where ``context_parallel`` and ``ulysses.chosen`` say so (by
+default: the local query heads split over the axis, one JAX process).
 
 Letters as in ``api.py``: B batch, T / S query / key length, N / K query /
 kv heads, H head dim.
@@ -96,17 +98,19 @@ def _interpret(params) -> bool:
 
 
 def _ring(params, q, k, arrays, pick):
-  """``axis_name -> per-shard call`` of ring attention (ring.py), or of
-  Ulysses (ulysses.py) with ``params.context_parallel == "ulysses"``, for
-  a T- and S-sharded input; None where neither can take the call (bias,
-  ALiBi or dropout) or T != S."""
+  """``axis_name -> per-shard call`` of ring attention (ring.py) with
+  ``params.context_parallel == "ring"``, else (``"ulysses"``, ``"auto"``)
+  of ``ulysses.backend_calls``, whose per-shard calls run Ulysses or the
+  ring as ``ulysses.chosen`` decides on the local heads and the axis size,
+  for a T- and S-sharded input; None where neither can take the call
+  (bias, ALiBi or dropout) or T != S."""
   if (not isinstance(params, KernelParams)
       or score_terms(arrays, params.dropout_rate)
       or arrays.diagonal_shift is not None  # a block already: ring.py's own
       or not ring_takes(params, q, k)):
     return None
-  calls = (ulysses.backend_calls if params.context_parallel == "ulysses"
-           else backend_calls)
+  calls = (backend_calls if params.context_parallel == "ring"
+           else ulysses.backend_calls)
   return lambda axis_name: pick(calls(params, axis_name))
 
 

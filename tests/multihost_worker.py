@@ -17,9 +17,13 @@ device, builds global arrays over a mesh of all processes' devices with
 
 1. batch sharding: ``jit(flash_attention)`` fwd + bwd on q / k / v sharded
    over the batch (``P("x")``); no collective in the compiled program;
-2. the automatic ring: the same ``jit`` on arrays sharded over the sequence
-   (``P(None, "x")``); collective-permutes only;
-3. ``ring_attention(layout="zigzag")`` in ``shard_map`` on zigzag-ordered
+2. the automatic ring: the same ``jit`` with ``context_parallel="ring"`` on
+   arrays sharded over the sequence (``P(None, "x")``); collective-permutes
+   only;
+3. the default (``context_parallel=None``) on the same arrays: the ring
+   across processes (``ulysses.chosen``; in one process these 4 heads over
+   4 devices would run Ulysses); collective-permutes only;
+4. ``ring_attention(layout="zigzag")`` in ``shard_map`` on zigzag-ordered
    arrays; collective-permutes only.
 
 Exits non-zero (an AssertionError) on a mismatch.  On a CPU the kernels run
@@ -29,6 +33,7 @@ path is the XLA reference, which XLA partitions by itself).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import sys
@@ -65,13 +70,15 @@ def _inputs():
   return (q, k, v), kv_len, ct
 
 
-def _attention(qkv, kv_len):
+def _attention(qkv, kv_len, context_parallel=None):
   return pf.flash_attention(*qkv, is_causal=True, key_value_seq_lengths=kv_len,
-                            implementation=IMPL)
+                            implementation=IMPL,
+                            context_parallel=context_parallel)
 
 
-def _fwd_bwd(qkv, kv_len, ct):
-  out, vjp = jax.vjp(lambda qkv: _attention(qkv, kv_len), qkv)
+def _fwd_bwd(qkv, kv_len, ct, context_parallel=None):
+  out, vjp = jax.vjp(
+      lambda qkv: _attention(qkv, kv_len, context_parallel), qkv)
   return out, vjp(ct)[0]
 
 
@@ -124,14 +131,16 @@ def _compile_and_check(name, fwd_bwd, args, want, spec, *, expect, atol):
   assert found == expect, f"{name}: compiled collectives {found}, want {expect}"
 
 
-def _run_jit(name, mesh, spec, qkv, kv_len, ct, want, *, expect, atol):
+def _run_jit(name, mesh, spec, qkv, kv_len, ct, want, *, expect, atol,
+             context_parallel=None):
   """jit(flash_attention) fwd + bwd on inputs sharded as ``spec``."""
   sharding = NamedSharding(mesh, spec)
   len_spec = P(spec[0]) if spec and spec[0] is not None else P()
   args = (tuple(_global(x, sharding) for x in qkv),
           _global(kv_len, NamedSharding(mesh, len_spec)),
           _global(ct, sharding))
-  _compile_and_check(name, _fwd_bwd, args, want, spec, expect=expect,
+  fwd_bwd = functools.partial(_fwd_bwd, context_parallel=context_parallel)
+  _compile_and_check(name, fwd_bwd, args, want, spec, expect=expect,
                      atol=atol)
 
 
@@ -210,8 +219,11 @@ def _run_all(mesh, t0):
   _run_jit("batch sharding (jit, P('x'))", mesh, P("x"), qkv, kv_len, ct,
            want, expect=[], atol=1e-6)
   # The rings merge blocks through their log-sum-exps: f32 rounding.
-  _run_jit("automatic ring (jit, P(None, 'x'))", mesh, P(None, "x"), qkv,
-           kv_len, ct, want, expect=["collective-permute"], atol=2e-5)
+  for context_parallel in ("ring", None):
+    _run_jit(f"context_parallel={context_parallel!r} (jit, P(None, 'x'))",
+             mesh, P(None, "x"), qkv, kv_len, ct, want,
+             expect=["collective-permute"], atol=2e-5,
+             context_parallel=context_parallel)
   _run_zigzag(mesh, qkv, kv_len, ct, want, atol=2e-5)
 
 

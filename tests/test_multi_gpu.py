@@ -8,10 +8,12 @@ the forward + backward (except the all-reduce that sums the gradient of a
 bias broadcast over sharded batch rows), keep the input's sharding, and
 equal the one-device call.  Ring attention, both entry points (the zigzag
 ring in ``shard_map``, the automatic ring under plain ``jit`` on
-sequence-sharded arrays), must move data by collective-permutes only and
-equal the one-device call, values and gradients; Ulysses, both entry points
-(``ulysses_attention`` in ``shard_map``, ``context_parallel="ulysses"``
-under ``jit``), by all-to-alls only.
+sequence-sharded arrays with ``context_parallel="ring"``), must move data
+by collective-permutes only and equal the one-device call, values and
+gradients; Ulysses, both entry points (``ulysses_attention`` in
+``shard_map``, ``context_parallel="ulysses"`` under ``jit``, and the
+default ``context_parallel=None`` where the heads split), by all-to-alls
+only.
 
 Needs >= 2 GPUs; a 4-GPU machine runs each case on 2 and on 4 of its GPUs.
 """
@@ -126,7 +128,8 @@ def test_ring_moves_kv_by_collective_permutes_only(entry, devices):
     order = lambda x: pf.zigzag(x, devices)  # global -> zigzag order
     back = lambda x: pf.zigzag(x, devices, inverse=True)
   else:
-    ring = lambda q, k, v: pf.flash_attention(q, k, v, is_causal=True)
+    ring = lambda q, k, v: pf.flash_attention(q, k, v, is_causal=True,
+                                              context_parallel="ring")
     order = back = lambda x: x
 
   def fwd_bwd(q, k, v, d_out):
@@ -198,7 +201,8 @@ def test_ring_runs_windows_and_dense_masks(name, entry, devices):
         out_specs=P(None, "seq"), check_vma=False)
   else:
     order = back = lambda x: x
-    ring = lambda q, k, v, m: pf.flash_attention(q, k, v, mask=m, **kw)
+    ring = lambda q, k, v, m: pf.flash_attention(
+        q, k, v, mask=m, context_parallel="ring", **kw)
 
   def fwd_bwd(q, k, v, d_out, m):
     out, vjp = jax.vjp(lambda q, k, v: ring(q, k, v, m), q, k, v)
@@ -223,12 +227,15 @@ def test_ring_runs_windows_and_dense_masks(name, entry, devices):
 # --- Ulysses (all-to-all head scattering), both entry points -----------------
 # 16 query heads over 2 and 4 GPUs; GQA K = 2 (4 GPUs: kv heads repeated to
 # 4 before the all-to-all), causal, shares of 1024 (+ 66) rows.  Values and
-# gradients vs the one-device call, all-to-alls only.
+# gradients vs the one-device call, all-to-alls only.  "default jit":
+# context_parallel=None, which picks Ulysses here (the heads split, one
+# process).
 U_N, U_K = 16, 2
 
 
 @pytest.mark.parametrize("devices", DEVICES)
-@pytest.mark.parametrize("entry", ["shard_map", "automatic jit"])
+@pytest.mark.parametrize("entry", ["shard_map", "automatic jit",
+                                   "default jit"])
 def test_ulysses_moves_data_by_all_to_alls_only(entry, devices):
   t = 1024 * devices + 2 * devices * 33
   (q, k, v, d_out), want = _ring_one_device(t, U_N, U_K, seed=4)
@@ -241,8 +248,9 @@ def test_ulysses_moves_data_by_all_to_alls_only(entry, devices):
         mesh=mesh, in_specs=(P(None, "seq"),) * 3,
         out_specs=P(None, "seq"), check_vma=False)
   else:
-    attn = lambda q, k, v: pf.flash_attention(q, k, v, is_causal=True,
-                                              context_parallel="ulysses")
+    attn = lambda q, k, v: pf.flash_attention(
+        q, k, v, is_causal=True,
+        context_parallel="ulysses" if entry == "automatic jit" else None)
 
   def fwd_bwd(q, k, v, d_out):
     out, vjp = jax.vjp(attn, q, k, v)

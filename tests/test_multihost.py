@@ -3,7 +3,8 @@
 Launches tests/multihost_worker.py as 2 processes x 2 CPU devices each,
 joined by ``jax.distributed.initialize`` on a local coordinator, with
 multi-process CPU collectives (Gloo).  Each worker checks batch sharding
-under ``jit``, the automatic ring under ``jit`` and the zigzag
+under ``jit``, the automatic ring under ``jit`` (``context_parallel="ring"``,
+and the default, which picks the ring across processes) and the zigzag
 ``ring_attention`` in ``shard_map``: values and gradients of its addressable
 shards against the one-device call, and the compiled collectives (none for
 batch sharding, collective-permutes only for the rings).

@@ -5,8 +5,10 @@ call must equal the unsharded call of the same implementation, keep the
 input's sharding, and, for batch / head sharding, compile to no collective
 in the forward and in the forward + backward; sequence sharding (T = S
 split over one axis, with batch or heads over another axis of a 2 x 2 mesh)
-to collective-permutes only (a ring, pallas_flash/ring.py), or with
-``context_parallel="ulysses"`` to all-to-alls (pallas_flash/ulysses.py).
+with ``context_parallel="ring"`` to collective-permutes only (a ring,
+pallas_flash/ring.py), with ``"ulysses"`` to all-to-alls
+(pallas_flash/ulysses.py), and by default to all-to-alls where the query
+heads split over the sequence's devices, else collective-permutes.
 Batch x heads x sequence on a 2 x 2 x 2 mesh reruns itself on 8 CPU
 devices in a subprocess.
 """
@@ -107,10 +109,11 @@ def _shard(lay: Layout, qkv, extra):
   return qkv, extra
 
 
-def _fns(impl, alignment="top_left"):
+def _fns(impl, alignment="top_left", context_parallel=None):
   def fwd(qkv, extra):
     return pf.flash_attention(*qkv, is_causal=True, implementation=impl,
-                              causal_alignment=alignment, **extra)
+                              causal_alignment=alignment,
+                              context_parallel=context_parallel, **extra)
 
   def fwd_bwd(qkv, extra, ct):
     # out and the gradient of sum(out * ct) with respect to q, k, v.
@@ -121,9 +124,9 @@ def _fns(impl, alignment="top_left"):
 
 
 @functools.cache
-def _jitted(impl, alignment="top_left"):
+def _jitted(impl, alignment="top_left", context_parallel=None):
   """One jit per implementation: equal unsharded calls compile once."""
-  return tuple(jax.jit(f) for f in _fns(impl, alignment))
+  return tuple(jax.jit(f) for f in _fns(impl, alignment, context_parallel))
 
 
 def _collectives(jitted, *args):
@@ -210,18 +213,27 @@ RINGS = [
 @pytest.mark.parametrize("alignment", ["top_left", "bottom_right"])
 def test_sequence_sharding_runs_a_ring(alignment, lay):
   # q / k / v split over T = S (and the segment ids with them; lengths
-  # split as the batch): flash_attention runs ring attention over that mesh
-  # axis (contiguous chunks), moving data by collective-permutes only.
-  # Causal, GQA, lengths and segment ids (bottom-right: diagonals at kv_len
-  # - q_len = 0, 5, 24, -21 per batch row); the ring merges blocks, so it
-  # equals the one-device kernel up to f32 rounding.
+  # split as the batch): flash_attention(context_parallel="ring") runs ring
+  # attention over that mesh axis (contiguous chunks), moving data by
+  # collective-permutes only.  Causal, GQA, lengths and segment ids
+  # (bottom-right: diagonals at kv_len - q_len = 0, 5, 24, -21 per batch
+  # row); the ring merges blocks, so it equals the one-device kernel up to
+  # f32 rounding.
+  _check_sequence_sharding(lay, _jitted("triton", alignment, "ring"),
+                           ["collective-permute"])
+
+
+def _check_sequence_sharding(lay: Layout, jitted, collectives):
+  """``jitted`` (fwd, fwd_bwd) on ``lay``'s sequence shards: forward and
+  forward + backward compile to ``collectives`` alone, values and
+  gradients equal the unsharded call's, outputs sharded like the inputs."""
   qkv, extra, ct = _inputs(lay)
-  fwd, fwd_bwd = _jitted("triton", alignment)
+  fwd, fwd_bwd = jitted
   want = fwd_bwd(qkv, extra, ct)
   s_qkv, s_extra, s_ct = _sequence_shards(lay, qkv, extra, ct)
   for f, args in ((fwd, (s_qkv, s_extra)), (fwd_bwd, (s_qkv, s_extra, s_ct))):
     found, compiled = _collectives(f, *args)
-    assert found == ["collective-permute"], found
+    assert found == collectives, found
   got = compiled(s_qkv, s_extra, s_ct)
   _check_equal(got, want)
   _check_sharding(got, (s_qkv[0], s_qkv))
@@ -315,7 +327,8 @@ def test_effectful_native_backend_is_refused():
     sharding.forward(backend, *qkv, arrays, params)
 
 
-# The automatic ring with windows and dense masks: plain jit, q / k / v
+# The automatic ring (context_parallel="ring") with windows and dense
+# masks: plain jit, q / k / v
 # sequence-sharded (shares of 16 rows), a [B, N, T, S] mask over its rows
 # (each device holds its rows' stripe of all keys), a [B, 1, 1, S] one
 # replicated; lengths and segment ids as in the rings above.  A causal
@@ -336,8 +349,8 @@ def test_sequence_sharding_runs_windows_and_masks_in_the_ring(name, kw, mask):
   qkv, extra, ct = _inputs(lay)
 
   def fwd_bwd(qkv, extra, ct):
-    f = lambda qkv: pf.flash_attention(*qkv, implementation="triton", **kw,
-                                       **extra)
+    f = lambda qkv: pf.flash_attention(*qkv, implementation="triton",
+                                       context_parallel="ring", **kw, **extra)
     out, vjp = jax.vjp(f, qkv)
     return out, vjp(ct)[0]
 
@@ -388,6 +401,38 @@ def test_sequence_sharding_runs_ulysses(lay, kw):
   got = compiled(s_qkv, s_extra, s_ct)
   _check_equal(got, want)
   _check_sharding(got, (s_qkv[0], s_qkv))
+
+
+# --- the default (context_parallel=None) -------------------------------------
+# Ulysses where the local query heads split over the sequence's devices (4
+# heads over 4, and 2 over the 2 of a heads x sequence mesh; the segment
+# ids' all-gather besides), else the ring: 2 query heads, or GQA 6 over 2
+# kv heads, over 4 devices.  One JAX process here; several: the ring
+# (test_default_context_parallel_rule).
+DEFAULTS = [(lay, ["all-gather", "all-to-all"]) for lay in RINGS[:2]] + [
+    (Layout(name, (4,), P(None, "x"), n=n, k=2, t=32), ["collective-permute"])
+    for name, n in (("sequence_2_heads", 2), ("sequence_gqa_6_heads", 6))]
+
+
+@pytest.mark.parametrize("lay,collectives", DEFAULTS,
+                         ids=[str(d[0]) for d in DEFAULTS])
+def test_sequence_sharding_default_picks_ulysses_or_the_ring(lay, collectives):
+  _check_sequence_sharding(lay, _jitted("triton"), collectives)
+
+
+def test_default_context_parallel_rule(monkeypatch):
+  from pallas_flash import ulysses
+  # (context_parallel, local query heads, devices of the sequence's axes)
+  assert ulysses.chosen("auto", 4, 4) and ulysses.chosen("auto", 8, 2)
+  assert ulysses.chosen("ulysses", 4, 4)
+  assert not ulysses.chosen("auto", 2, 4) and not ulysses.chosen("auto", 6, 4)
+  assert not ulysses.chosen("ulysses", 6, 4)
+  assert not ulysses.chosen("ring", 4, 4)
+  # Several JAX processes (hosts): the default is the ring; an explicit
+  # "ulysses" stays Ulysses.
+  monkeypatch.setattr(jax, "process_count", lambda: 2)
+  assert not ulysses.chosen("auto", 4, 4)
+  assert ulysses.chosen("ulysses", 4, 4)
 
 
 # --- batch x heads x sequence: a 3-D mesh in one jit --------------------------
