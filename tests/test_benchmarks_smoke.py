@@ -332,7 +332,7 @@ def test_nondeterministic_impl_passes_the_flag(monkeypatch):
 
 def test_mosaic_bench_fp8_arguments_and_cells():
   """``mosaic_bench --dtype fp8``'s arguments: cells, variants, head-dim
-  filter, what fp8 refuses; and the variants of next session's d128 fp8
+  filter, what fp8 refuses; and the variants of the 2026-11-28 d128 fp8
   sweep all pass ``check_supported`` (shared memory <= 227 KiB) in its
   cells, while stacking 3 stages on block_kv=256 does not."""
   from benchmarks import mosaic_bench as mb
@@ -354,7 +354,7 @@ def test_mosaic_bench_fp8_arguments_and_cells():
       mb.parse_args(bad)
   sweep = [mb.parse_variant(v) for v in (
       "block_kv=256", "consumers=3,persistent=False,overlap_softmax=False",
-      "num_stages=3", "block_kv=256,overlap_softmax=False")]
+      "block_kv=128,num_stages=3", "block_kv=256,overlap_softmax=False")]
   for h, t, causal in args.cells:
     kept, skipped = mb.fitting_configs(h, causal, t, sweep, fp8=True)
     assert skipped == [] and len(kept) == 1 + len(sweep)
@@ -387,22 +387,22 @@ def test_mosaic_bench_fp8_checks_times_and_skips(monkeypatch):
     cfg = kw["config"]
     seen.append(cfg)
     out = real(q, k, v, **{**kw, "implementation": "xla"})
-    return out if cfg is None or cfg.overlap_softmax else out * 1.5
+    return out * 1.5 if cfg is not None and cfg.overlap_softmax else out
   monkeypatch.setattr(pf, "flash_attention", spy)
 
   variants = [mb.parse_variant(v) for v in (
-      "block_kv=256", "block_kv=256,overlap_softmax=False",
+      "block_kv=256", "block_kv=256,overlap_softmax=True",
       "num_stages=3,block_kv=256", "block_kv=64", "consumers=3")]
   (r,) = mb.bench_fp8(variants, cells=[(128, 256, True)], reps=2,
                       min_ms=0.0, tokens=512, hidden=256)
   base = MosaicConfig.default(128, True, kv_seqlen=256, fp8=True)
   wide = dc.replace(base, block_kv=256)
-  assert seen == [None, wide, dc.replace(wide, overlap_softmax=False)]
+  assert seen == [None, wide, dc.replace(wide, overlap_softmax=True)]
   assert (r["dtype"], r["peer"], r["batch"], r["heads"]) == (
       "fp8", "cudnn-fp8", 2, 2)
   names = list(r["variants"])
   assert list(r["variants"].values()) == [
-      "default", "block_kv=256", "block_kv=256,overlap_softmax=False"]
+      "default", "block_kv=256", "block_kv=256,overlap_softmax=True"]
   for name in names[:2]:  # checked, then timed
     assert r[mb._err_key(name)] < mb.FWD_TOL["float8_e4m3fn"]
     assert r[name] > 0
@@ -421,5 +421,5 @@ def test_mosaic_bench_fp8_checks_times_and_skips(monkeypatch):
   table = mb.table([r])
   assert "| d128 S256 C fp8 | 2x2 |" in table
   assert "| d128 S256 C fp8 | block_kv=64 | - |" in table
-  assert "skipped: bk256s3h4MOP needs 247296 bytes" in table
+  assert "skipped: bk256s3h4MP needs 247296 bytes" in table
   assert "wrong: rel err vs f32" in table

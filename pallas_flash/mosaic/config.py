@@ -206,10 +206,18 @@ class MosaicConfig:
     (three consumers serialize its wgmmas, ptxas note C7512, run 112), a
     window or every tile masked, as for the non-causal rule above.
 
-    fp8 (float8_e4m3fn q, k, v; not yet measured): the bf16 entry with
-    block_kv at least 128 (V^T's [H, block_kv] tiles are swizzled by 128
-    bytes along the keys); d256 without the softmax overlap (O's 128 f32
-    registers per thread and two 64 x 128 score tiles would exceed 232).
+    fp8 (float8_e4m3fn q, k, v): block_kv at least 128 (V^T's
+    [H, block_kv] tiles are swizzled by 128 bytes along the keys) and no
+    softmax overlap at any head dim (d256: O's 128 f32 registers per thread
+    and two 64 x 128 score tiles would exceed 232).  d128 non-causal below
+    the three-consumer rule's 16k: block_kv=256; d64 non-causal: the
+    three-consumer S16k entry at every length.  H200, 2026-11-28
+    (benchmarks.mosaic_bench --dtype fp8, forward, ours / cuDNN fp8 paired
+    medians in one process): d128 S4k N 0.695 with the bf16 entry, 0.867
+    without the overlap, 0.960 with block_kv=256 too; S4k C 0.705 -> 0.873
+    (block_kv=256 0.861); S16k C 0.770 -> 1.012 (three consumers 1.023);
+    S16k N (three consumers, no overlap already) 0.968; d64 S4k N 0.911 ->
+    0.953 with three consumers (S16k 1.066 either way).
     """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
     cfg = _TABLE[key]
@@ -231,9 +239,13 @@ class MosaicConfig:
     if dropout and key == (128, True) and shorter >= 16384 and three_fit:
       cfg = dataclasses.replace(cfg, consumers=3, persistent=False)
     if fp8:
-      cfg = dataclasses.replace(cfg, block_kv=max(cfg.block_kv, 128))
-      if key[0] == 256:
-        cfg = dataclasses.replace(cfg, overlap_softmax=False)
+      cfg = dataclasses.replace(cfg, block_kv=max(cfg.block_kv, 128),
+                                overlap_softmax=False)
+      if key == (128, False) and cfg.consumers == 2:
+        cfg = dataclasses.replace(cfg, block_kv=256)
+      if key == (64, False):
+        cfg = dataclasses.replace(cfg, block_kv=128, consumers=3,
+                                  persistent=False)
     return cfg
 
 
