@@ -537,16 +537,30 @@ def _shift(static: _Static, by: int, *xs):
   collective-permute, whatever ``by`` and however many arrays: they travel
   packed in one flat 16-bit buffer (``_pack``), because XLA's GPU scheduler
   keeps one collective in flight at a time, and only one transfer per step
-  can hide under the step's kernel."""
+  can hide under the step's kernel.  Returns ``(payload, receive)``:
+  ``receive(payload)`` gives the arrays (None where ``xs`` has None).
+  Unpacking after ``_in_flight`` lets XLA fuse it into each array's first
+  use (an accumulator's add) instead of copying it out first."""
   p = lax.axis_size(static.axis_name)
   perm = [(i, (i + by) % p) for i in range(p)]
   present = [x for x in xs if x is not None]
   if all(x.dtype.itemsize in (2, 4) for x in present):
-    moved = iter(_unpack(lax.ppermute(_pack(present), static.axis_name,
-                                      perm), present))
+    payload = lax.ppermute(_pack(present), static.axis_name, perm)
+    unpack = lambda buf: _unpack(buf, present)
   else:  # other widths (none today) travel one array per permute
-    moved = iter(lax.ppermute(x, static.axis_name, perm) for x in present)
-  return tuple(None if x is None else next(moved) for x in xs)
+    payload = tuple(lax.ppermute(x, static.axis_name, perm) for x in present)
+    unpack = list
+
+  def receive(payload):
+    moved = iter(unpack(payload))
+    return tuple(None if x is None else next(moved) for x in xs)
+  return payload, receive
+
+
+def _moved(static: _Static, by: int, *xs):
+  """``xs`` sent ``by`` devices on, received at once (nothing to overlap)."""
+  payload, receive = _shift(static, by, *xs)
+  return receive(payload)
 
 
 def _pack(xs):
@@ -640,15 +654,17 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
   steps = _steps(static, t, k.shape[1])
   held = (k, v, mask.kv_seg)
   if steps[0]:
-    held = _shift(static, steps[0], *held)
+    held = _moved(static, steps[0], *held)
   for i, step in enumerate(steps):
     last = i + 1 == len(steps)
-    sent = None if last else _shift(static, steps[i + 1] - step, *held)
+    if not last:
+      payload, receive = _shift(static, steps[i + 1] - step, *held)
     kb, vb, sb = held
     state = _run(static, mask, step, q, kb, sb,
                  functools.partial(apply, kb, vb), state)
     if not last:
-      held, state = _in_flight(sent, state)
+      payload, state = _in_flight(payload, state)
+      held = receive(payload)
   out, lse = state
   return out.astype(q.dtype), jnp.where(jnp.isneginf(lse), jnp.inf, lse)
 
@@ -691,30 +707,36 @@ def _ring_bwd(static, residuals, d_out):
   zeros = tuple(jnp.zeros(x.shape, jnp.float32) for x in (k, v))
   held = (k, v, mask.kv_seg)
   if steps[0]:
-    held = _shift(static, steps[0], *held)
+    held = _moved(static, steps[0], *held)
   acc = None  # (dk, dv) of the share held at the previous step, sent on
   for i, step in enumerate(steps):
     last = i + 1 == len(steps)
     hop_kv = None if last else steps[i + 1] - step
     hop_acc = None if i == 0 else step - steps[i - 1]
     if acc is not None and hop_kv == hop_acc:
-      sent = _shift(static, hop_kv, *held, *acc)
+      transfers = [_shift(static, hop_kv, *held, *acc)]
     else:
-      sent = (() if last else _shift(static, hop_kv, *held)) + (
-          () if acc is None else _shift(static, hop_acc, *acc))
+      transfers = ([] if last else [_shift(static, hop_kv, *held)]) + (
+          [] if acc is None else [_shift(static, hop_acc, *acc)])
     kb, vb, sb = held
     dq, dk, dv = _run(static, mask, step, q, kb, sb,
                       functools.partial(apply, kb, vb), (dq, *zeros))
-    sent, (dq, dk, dv) = _in_flight(sent, (dq, dk, dv))
+    payloads, (dq, dk, dv) = _in_flight([t for t, _ in transfers],
+                                        (dq, dk, dv))
+    sent = sum((receive(t) for t, (_, receive) in zip(payloads, transfers)),
+               ())
     if not last:
       held, sent = sent[:3], sent[3:]
     if i:  # the accumulator of this step's share, from the devices before
       dk, dv = dk + sent[0], dv + sent[1]
     acc = (dk, dv)
+  # Every share's dK / dV is whole now: rounded before the last hop (the
+  # same bits as after it), that hop moves half the bytes of f32.
+  dk, dv = dk.astype(k.dtype), dv.astype(v.dtype)
   at = steps[-1]
   if at:  # one more hop brings every share's dK / dV home (device me - at)
-    dk, dv = _shift(static, lax.axis_size(static.axis_name) - at, dk, dv)
-  return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None
+    dk, dv = _moved(static, lax.axis_size(static.axis_name) - at, dk, dv)
+  return dq.astype(q.dtype), dk, dv, None
 
 
 _ring.defvjp(_ring_fwd, _ring_bwd)
