@@ -300,13 +300,12 @@ def _reorder(xs, axis_name, axes, inverse: bool = False):
 
 
 def _permute_all(xs, axis_name, perm):
-  """``xs`` along ``perm`` in one collective-permute (packed, ``_pack``);
+  """``xs`` along ``perm`` in one collective-permute (``_transfer``);
   nothing where every device keeps its part."""
   if all(i == j for i, j in perm):
     return xs
-  if all(x.dtype.itemsize in (2, 4) for x in xs):
-    return _unpack(lax.ppermute(_pack(xs), axis_name, perm), xs)
-  return [lax.ppermute(x, axis_name, perm) for x in xs]
+  payload, unpack = _transfer(xs, axis_name, perm)
+  return unpack(payload)
 
 
 def zigzag(x, num_devices: int, *, axis: int = 1, inverse: bool = False):
@@ -544,17 +543,23 @@ def _shift(static: _Static, by: int, *xs):
   p = lax.axis_size(static.axis_name)
   perm = [(i, (i + by) % p) for i in range(p)]
   present = [x for x in xs if x is not None]
-  if all(x.dtype.itemsize in (2, 4) for x in present):
-    payload = lax.ppermute(_pack(present), static.axis_name, perm)
-    unpack = lambda buf: _unpack(buf, present)
-  else:  # other widths (none today) travel one array per permute
-    payload = tuple(lax.ppermute(x, static.axis_name, perm) for x in present)
-    unpack = list
+  payload, unpack = _transfer(present, static.axis_name, perm)
 
   def receive(payload):
     moved = iter(unpack(payload))
     return tuple(None if x is None else next(moved) for x in xs)
   return payload, receive
+
+
+def _transfer(xs, axis_name, perm):
+  """``(payload, unpack)``: the arrays ``xs`` sent along ``perm`` packed in
+  one collective-permute (``_pack``), ``unpack(payload)`` their list on
+  arrival; arrays of other widths than 16 / 32 bits (none today) travel
+  one per permute."""
+  if all(x.dtype.itemsize in (2, 4) for x in xs):
+    return (lax.ppermute(_pack(xs), axis_name, perm),
+            lambda buf: _unpack(buf, xs))
+  return tuple(lax.ppermute(x, axis_name, perm) for x in xs), list
 
 
 def _moved(static: _Static, by: int, *xs):
