@@ -195,7 +195,8 @@ def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False,
   def rule(mesh, value_types, result_types):
     del mesh
     return _rule(args[3], value_types, result_types, len(consts),
-                 backward_pass, ring is not None, descales=len(args) > 4)
+                 backward_pass, ring is not None,
+                 descales=not backward_pass and len(args) > 4)
 
   partitioned = custom_partitioning(body)
   partitioned.def_partition(partition=partition,
