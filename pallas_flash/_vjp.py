@@ -108,8 +108,9 @@ def flash_fp8(call: Fp8Call, q, k, v, descales, arrays: masks.MaskArrays):
   rounded to e4m3 (JAX gives a cotangent its primal's dtype), so any
   derivative through this call raises ``ValueError`` (``_flash_fp8_fwd``)
   instead of returning it silently rounded.  Train through the bf16 path.
-  The kernel call is not partitioned per shard (``sharding.py`` maps no
-  descales yet): under jit with sharded inputs XLA gathers them."""
+  Under jit the kernel call is partitioned per shard over the batch and
+  kv heads (``sharding.forward`` splits the descales with them); a
+  sequence split is gathered (no fp8 ring)."""
   if call.params is None:
     qf, kf, vf = dequantize(q, k, v, descales)
     out, lse = reference.attention(qf, kf, vf, arrays, spec=call.spec,
@@ -118,8 +119,8 @@ def flash_fp8(call: Fp8Call, q, k, v, descales, arrays: masks.MaskArrays):
                                    dropout_rate=call.rate)
     return out.astype(jnp.bfloat16), lse
   q_d, k_d, v_d = descales
-  out, lse = _dispatch.forward_fn(call.params)(
-      q, k, v, arrays, call.params, descales=(q_d * k_d, v_d))
+  out, lse = sharding.forward(_dispatch.forward_fn(call.params), q, k, v,
+                              arrays, call.params, descales=(q_d * k_d, v_d))
   lse = jnp.where(jnp.isinf(lse), masks.MASKED_LSE, lse)
   return out, jnp.transpose(lse, (0, 2, 1))
 

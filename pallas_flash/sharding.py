@@ -50,8 +50,16 @@ _WHOLE = ("t", "s", "h")  # factors the kernels need unsplit
 
 
 def forward(fn: Callable, q, k, v, arrays: masks.MaskArrays,
-            params: KernelParams):
-  """``fn(q, k, v, arrays, params) -> (out, lse)``, partitioned per shard."""
+            params: KernelParams, descales=None):
+  """``fn(q, k, v, arrays, params) -> (out, lse)``, partitioned per shard.
+  ``descales``: the fp8 forward's (q_descale * k_descale, v_descale), each
+  [B, K] float32, split with the batch and kv heads and passed on as
+  ``fn(..., descales=...)``; no ring or Ulysses takes them (a sequence
+  split is gathered)."""
+  if descales is not None:
+    return _partitioned(_bound(fn, params, False, fp8=True),
+                        (q, k, v, arrays, tuple(descales)),
+                        backward_pass=False, interpret=_interpret(params))
   ring = _ring(params, q, k, arrays, lambda calls: calls[0])
   return _partitioned(_bound(fn, params, False), (q, k, v, arrays),
                       backward_pass=False, ring=ring,
@@ -70,7 +78,8 @@ def backward(fn: Callable, q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
                       interpret=_interpret(params))
 
 
-def _bound(fn: Callable, params, backward_pass: bool) -> Callable:
+def _bound(fn: Callable, params, backward_pass: bool,
+           fp8: bool = False) -> Callable:
   """The backend call with ``params`` bound, returning a tuple: one function
   object per (fn, params), so that ``jax.jit``'s tracing cache, keyed by
   the function and the argument types (``_partitioned``), hands later
@@ -80,13 +89,17 @@ def _bound(fn: Callable, params, backward_pass: bool) -> Callable:
   (``tools.first_call``).  Params that cannot key a cache get a fresh
   function (traced every call)."""
   try:
-    return _cached_bound(fn, params, backward_pass)
+    return _cached_bound(fn, params, backward_pass, fp8)
   except TypeError:  # unhashable params
-    return _cached_bound.__wrapped__(fn, params, backward_pass)
+    return _cached_bound.__wrapped__(fn, params, backward_pass, fp8)
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_bound(fn: Callable, params, backward_pass: bool) -> Callable:
+def _cached_bound(fn: Callable, params, backward_pass: bool,
+                  fp8: bool) -> Callable:
+  if fp8:
+    return lambda q, k, v, arrays, descales: tuple(
+        fn(q, k, v, arrays, params, descales=descales))
   if backward_pass:
     return lambda q, k, v, arrays, out, lse, d_out: tuple(
         fn(q, k, v, arrays, out, lse, d_out, params))
@@ -182,7 +195,8 @@ def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False,
   def rule(mesh, value_types, result_types):
     del mesh
     return _rule(args[3], value_types, result_types, len(consts),
-                 backward_pass, ring is not None)
+                 backward_pass, ring is not None,
+                 descales=not backward_pass and len(args) > 4)
 
   partitioned = custom_partitioning(body)
   partitioned.def_partition(partition=partition,
@@ -227,7 +241,7 @@ def _plane_map(shape, prefix: str):
 
 
 def _rule(arrays: masks.MaskArrays, value_types, result_types, num_consts,
-          backward_pass, ring: bool):
+          backward_pass, ring: bool, descales: bool = False):
   # q's N ("n") and k/v's K ("k") are separate factors.  A compound N = (K, G)
   # would let Shardy split q's heads inside a group, through sub-axes that
   # the partition callback cannot even read as a mesh sharding (e.g. N=4,
@@ -254,6 +268,8 @@ def _rule(arrays: masks.MaskArrays, value_types, result_types, num_consts,
   const_maps = [ArrayMapping(*(f"const{i}_{d}" for d in range(len(t.shape))))
                 for i, t in enumerate(value_types[:num_consts])]
   operands = [*const_maps, q_map, kv_map, kv_map, *mask_maps]
+  if descales:  # the fp8 forward's two [B, K] descales
+    operands += [ArrayMapping("b", "k")] * 2
   if backward_pass:
     operands += [q_map, lse_map, q_map]  # out, lse, d_out
     results = (q_map, kv_map, kv_map)
@@ -340,4 +356,6 @@ def _shardings(mesh, shapes, backward_pass, dbias: bool, ring: bool):
   if backward_pass:
     results = (qs, qs, qs) + ((ns(batch, heads, None, None),) if dbias else ())
     return (qs, qs, qs, arr, qs, lse, qs), results, seq
+  if len(shapes) > 4:  # the fp8 forward's descales [B, K]
+    return (qs, qs, qs, arr, (ns(batch, heads),) * 2), (qs, lse), seq
   return (qs, qs, qs, arr), (qs, lse), seq

@@ -13,7 +13,8 @@ by collective-permutes only and equal the one-device call, values and
 gradients; Ulysses, both entry points (``ulysses_attention`` in
 ``shard_map``, ``context_parallel="ulysses"`` under ``jit``, and the
 default ``context_parallel=None`` where the heads split), by all-to-alls
-only.
+only.  The fp8 forward under batch / head sharding: no collective, equal
+to the one-device call.
 
 Needs >= 2 GPUs; a 4-GPU machine runs each case on 2 and on 4 of its GPUs.
 """
@@ -90,6 +91,46 @@ def test_sharded_default_path_runs_per_shard(case, devices):
     assert x.sharding.is_equivalent_to(like.sharding, x.ndim), (
         x.sharding, like.sharding)
   _close(compiled_fwd(q, k, v, arrays), want[0], q.dtype, "forward alone")
+
+
+# --- the fp8 forward ------------------------------------------------------------
+@functools.cache
+def _fp8_inputs(b=4, t=1000, n=8, kh=4, h=128):
+  """e4m3 q, k, v (per (batch, kv head) descales [B, K]) and their
+  one-GPU causal forward."""
+  rng = np.random.default_rng(3)
+  normal = lambda *shape: jnp.asarray(rng.standard_normal(shape, np.float32))
+  (q, qd), (k, kd), (v, vd) = (
+      pf.fp8.quantize(normal(b, t, heads, h), per="head", kv_heads=kh)
+      for heads in (n, kh, kh))
+  args = (q, k, v, qd, kd, vd)
+  return args, jax.jit(_fp8_fwd)(*args)
+
+
+def _fp8_fwd(q, k, v, qd, kd, vd):
+  return pf.flash_attention(q, k, v, is_causal=True, q_descale=qd,
+                            k_descale=kd, v_descale=vd)
+
+
+@pytest.mark.parametrize("devices", DEVICES)
+@pytest.mark.parametrize("spec", [P("x"), P(None, None, "x"),
+                                  P("x", None, "y")], ids=str)
+def test_fp8_forward_runs_per_shard(spec, devices):
+  """The fp8 forward under batch, head and batch x head sharding, the
+  descales split with the batch and kv heads: no collective, the output
+  sharded like q and equal to the one-GPU call."""
+  mesh = _mesh((2, devices // 2) if "y" in spec else (devices,))
+  full = tuple(spec) + (None,) * (4 - len(spec))
+  args, want = _fp8_inputs()
+  put = lambda x, *dims: jax.device_put(x, NamedSharding(mesh, P(*dims)))
+  sharded = (*(put(x, *full) for x in args[:3]),
+             *(put(d, full[0], full[2]) for d in args[3:]))
+  compiled = jax.jit(_fp8_fwd).lower(*sharded).compile()
+  assert _collectives(compiled) == set(), _collectives(compiled)
+  out = compiled(*sharded)
+  assert out.dtype == jnp.bfloat16
+  assert out.sharding.is_equivalent_to(sharded[0].sharding, 4)
+  _close(out, want, jnp.bfloat16, f"fp8 {spec}")
 
 
 # --- ring attention -----------------------------------------------------------

@@ -307,6 +307,37 @@ def test_default_hopper_path_is_partitioned(on_hopper, case):
   assert kernels == [], f"kernels outside the partitioned calls: {kernels}"
 
 
+FP8_SPECS = [P("x"), P(None, None, "x"), P("x", None, "y")]
+
+
+@pytest.mark.parametrize("spec", FP8_SPECS, ids=str)
+def test_fp8_hopper_forward_is_partitioned(on_hopper, spec):
+  """The fp8 forward (Mosaic kernel) under batch, head and batch x head
+  sharding, per-(batch, kv head) descales split with them: one
+  partitioned call and no kernel outside it (tests/test_multi_gpu.py runs
+  it on GPUs and checks values and collectives)."""
+  mesh = _mesh((2, 2) if "y" in spec else (4,))
+  b, t, n, kh, h = 4, 256, 8, 4, 128
+  e4m3 = jnp.float8_e4m3fn
+  full = tuple(spec) + (None,) * (4 - len(spec))
+  shaped = lambda shape, dtype, *dims: jax.ShapeDtypeStruct(
+      shape, dtype, sharding=NamedSharding(mesh, P(*dims)))
+  q = shaped((b, t, n, h), e4m3, *full)
+  k, v = (shaped((b, t, kh, h), e4m3, *full) for _ in range(2))
+  qd, kd, vd = (shaped((b, kh), jnp.float32, full[0], full[2])
+                for _ in range(3))
+  fwd = lambda q, k, v, qd, kd, vd: pf.flash_attention(
+      q, k, v, is_causal=True, q_descale=qd, k_descale=kd, v_descale=vd)
+  text = jax.jit(fwd).trace(q, k, v, qd, kd, vd).lower(
+      lowering_platforms=("cuda",)).as_text(debug_info=False)
+  calls = re.findall(r"custom_call @(\w+)", text)
+  assert calls.count("CustomSPMDPartitioning") == 1, calls
+  kernels = [c for c in calls if c not in ("CustomSPMDPartitioning",
+                                           "Sharding", "SPMDFullToShardShape",
+                                           "SPMDShardToFullShape")]
+  assert kernels == [], f"kernels outside the partitioned call: {kernels}"
+
+
 def test_effectful_native_backend_is_refused():
   # A native backend call with an effect cannot be partitioned; it must fail
   # loudly, never fall back to gathering the inputs onto every device.
