@@ -459,6 +459,16 @@ def _half(x, part, axis=1):
   return jnp.split(x, 2, axis=axis)[part]
 
 
+def _add(acc, part, g):
+  """``acc`` plus a block's gradient ``g`` on its rows ``part`` (None:
+  all), summed in f32.  ``acc`` None (nothing yet): ``g`` as it is, whole
+  rows, converted where it is next added (no pass of its own)."""
+  if acc is None:
+    return g
+  acc = acc.astype(jnp.float32)
+  return _put(acc, part, _half(acc, part) + g.astype(jnp.float32))
+
+
 def _put(x, part, value, axis=1):
   """``x`` with ``_half(x, part, axis)`` replaced by ``value``."""
   if part is None:
@@ -590,13 +600,15 @@ def _in_flight(sent, state):
 
 
 def _run(static: _Static, mask: _Mask, step: int, q, k, kv_seg, apply,
-         state):
+         state, skip=lambda state: state):
   """``apply(block, arrays, state)`` for the blocks of ring step ``step``
   (local queries ``q``, the keys ``k`` held at that step, with their
   ``kv_seg``): a ``lax.cond`` between the plan's two where it depends on
   the device; shifted blocks run only where they hold a visible pair
   (``masks.block_visible``; skipped blocks add nothing: their rows' lse
-  stays -inf), and not at all where no device's does (``_seen``)."""
+  stays -inf), and not at all where no device's does (``_seen``).
+  ``skip(state)``: the state a skipped block leaves (a ``lax.cond``'s
+  branches return alike)."""
   src = _source(static, step)
   arrays = lambda blk: _arrays(static, mask, blk, src, q, k, kv_seg)
   if static.shifted:
@@ -607,11 +619,12 @@ def _run(static: _Static, mask: _Mask, step: int, q, k, kv_seg, apply,
       a = arrays(blk)
       visible = jnp.any(masks.block_visible(
           _block_spec(static, blk), a.q_len, a.kv_len, a.diagonal_shift))
-      state = lax.cond(visible, functools.partial(apply, blk, a),
-                       lambda st: st, state)
+      state = lax.cond(visible, functools.partial(apply, blk, a), skip,
+                       state)
     return state
   pred, block, other = _plan(static, step)
-  run = lambda blk, st: st if blk is None else apply(blk, arrays(blk), st)
+  run = lambda blk, st: skip(st) if blk is None else apply(blk, arrays(blk),
+                                                           st)
   if pred is None:
     return run(block, state)
   return lax.cond(pred, functools.partial(run, block),
@@ -691,10 +704,13 @@ def _ring_bwd(static, residuals, d_out):
     params = _block_params(static, blk, arrays)
     dq_b, dk_b, dv_b = _dispatch.backward_fn(params)(
         qa, kc, vc, arrays, out_a, lse_a, do_a, params)
-    add = lambda acc, part, g: _put(
-        acc, part, _half(acc, part) + g.astype(jnp.float32))
-    return (add(dq, blk.q_part, dq_b), add(dk, blk.kv_part, dk_b),
-            add(dv, blk.kv_part, dv_b))
+    dq = _add(dq, blk.q_part, dq_b)
+    if static.shifted:  # several blocks a step: their dK / dV summed in f32
+      return dq, _add(dk, blk.kv_part, dk_b), _add(dv, blk.kv_part, dv_b)
+    # One block a step: its dK / dV as the kernel gave them (zeros on the
+    # rest of the share), summed in f32 with the accumulator that arrived,
+    # after the barrier (the kernels' outputs cross it: no f32 copy first).
+    return dq, _put(dk, blk.kv_part, dk_b), _put(dv, blk.kv_part, dv_b)
 
   # dQ accumulates here; the dK / dV accumulators travel after their share,
   # one step behind it: step i's kernel runs while the share for step i + 1
@@ -703,8 +719,12 @@ def _ring_bwd(static, residuals, d_out):
   # starts from zero dK / dV, and the accumulator that arrived meanwhile is
   # added after it.
   steps = _steps(static, q.shape[1], k.shape[1])
-  dq = jnp.zeros(q.shape, jnp.float32)
-  zeros = tuple(jnp.zeros(x.shape, jnp.float32) for x in (k, v))
+  # Step 0 of an unshifted ring runs one whole block: its dQ stays as the
+  # kernel gave it until the next step adds to it.
+  dq = jnp.zeros(q.shape, jnp.float32) if static.shifted else None
+  zeros = tuple(jnp.zeros(x.shape, jnp.float32 if static.shifted else x.dtype)
+                for x in (k, v))
+  skip = lambda st: (st[0].astype(jnp.float32), *st[1:])
   held = (k, v, mask.kv_seg)
   if steps[0]:
     held = _moved(static, steps[0], *held)
@@ -720,7 +740,7 @@ def _ring_bwd(static, residuals, d_out):
           [] if acc is None else [_shift(static, hop_acc, *acc)])
     kb, vb, sb = held
     dq, dk, dv = _run(static, mask, step, q, kb, sb,
-                      functools.partial(apply, kb, vb), (dq, *zeros))
+                      functools.partial(apply, kb, vb), (dq, *zeros), skip)
     payloads, (dq, dk, dv) = _in_flight([t for t, _ in transfers],
                                         (dq, dk, dv))
     sent = sum((receive(t) for t, (_, receive) in zip(payloads, transfers)),
@@ -728,7 +748,7 @@ def _ring_bwd(static, residuals, d_out):
     if not last:
       held, sent = sent[:3], sent[3:]
     if i:  # the accumulator of this step's share, from the devices before
-      dk, dv = dk + sent[0], dv + sent[1]
+      dk, dv = (_add(a, None, b) for a, b in zip((dk, dv), sent))
     acc = (dk, dv)
   # Every share's dK / dV is whole now: rounded before the last hop (the
   # same bits as after it), that hop moves half the bytes of f32.
