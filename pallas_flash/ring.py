@@ -697,7 +697,8 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
            _parts(static, jnp.full((b, n, t), -jnp.inf, jnp.float32), 2))
   # K/V (and their segment ids) hop on between the steps that run; a step
   # left out of the ring (``_steps``) costs no hop of its own.
-  # The next step's share is sent while this step's kernel runs.
+  # The next step's share is sent while this step's kernel runs (re-packing
+  # the share received costs no pass: XLA folds _pack(_unpack(buf)) to buf).
   steps = _steps(static, t, k.shape[1])
   held = (k, v, mask.kv_seg)
   if steps[0]:
