@@ -458,6 +458,52 @@ def _half(x, part, axis=1):
   return jnp.split(x, 2, axis=axis)[part]
 
 
+def _parts(static: _Static, x, axis=1):
+  """An accumulator of the local share as the ring holds it: zigzag, a
+  tuple of its two halves, each updated on its own (no split and
+  concatenate of the whole at every step; ``_whole`` joins them once, in
+  the pass that casts the result); else the array."""
+  if not static.zigzag or isinstance(x, tuple):
+    return x
+  return tuple(jnp.split(x, 2, axis=axis))
+
+
+def _whole(x, axis=1):
+  """``_parts``' inverse."""
+  return jnp.concatenate(x, axis=axis) if isinstance(x, tuple) else x
+
+
+def _update(static: _Static, fn, accs, part, values, axes):
+  """Accumulators ``accs`` (``_parts``, sequence axis in ``axes``) with
+  ``fn(*accs, *values) -> accs`` on the rows ``part`` (None: all) of the
+  share; ``values`` are a block's, of those rows."""
+  accs = [_parts(static, a, ax) for a, ax in zip(accs, axes)]
+  if not static.zigzag:
+    return fn(*accs, *values)
+  new = [list(a) for a in accs]
+  for i in (0, 1) if part is None else (part,):
+    vals = [x if part is not None else _half(x, i, ax)
+            for x, ax in zip(values, axes)]
+    for n, x in zip(new, fn(*(a[i] for a in accs), *vals)):
+      n[i] = x
+  return tuple(map(tuple, new))
+
+
+def _f32(static: _Static, acc):
+  """An accumulator in f32, as the ring holds it (``_parts``)."""
+  return _parts(static, jax.tree.map(lambda x: x.astype(jnp.float32), acc))
+
+
+def _add(static: _Static, acc, part, g):
+  """``acc`` plus a block's gradient ``g`` on its rows ``part`` (None:
+  all), summed in f32.  ``acc`` None (nothing yet): ``g`` as it is, whole
+  rows, converted where it is next added (no pass of its own)."""
+  if acc is None:
+    return g
+  add = lambda a, g: (a + g.astype(jnp.float32),)
+  return _update(static, add, (_f32(static, acc),), part, (g,), (1,))[0]
+
+
 def _put(x, part, value, axis=1):
   """``x`` with ``_half(x, part, axis)`` replaced by ``value``."""
   if part is None:
@@ -595,13 +641,15 @@ def _in_flight(sent, state):
 
 
 def _run(static: _Static, mask: _Mask, step: int, q, k, kv_seg, apply,
-         state):
+         state, skip=lambda state: state):
   """``apply(block, arrays, state)`` for the blocks of ring step ``step``
   (local queries ``q``, the keys ``k`` held at that step, with their
   ``kv_seg``): a ``lax.cond`` between the plan's two where it depends on
   the device; shifted blocks run only where they hold a visible pair
   (``masks.block_visible``; skipped blocks add nothing: their rows' lse
-  stays -inf), and not at all where no device's does (``_seen``)."""
+  stays -inf), and not at all where no device's does (``_seen``).
+  ``skip(state)``: the state a skipped block leaves (a ``lax.cond``'s
+  branches return alike)."""
   src = _source(static, step)
   arrays = lambda blk: _arrays(static, mask, blk, src, q, k, kv_seg)
   if static.shifted:
@@ -612,11 +660,12 @@ def _run(static: _Static, mask: _Mask, step: int, q, k, kv_seg, apply,
       a = arrays(blk)
       visible = jnp.any(masks.block_visible(
           _block_spec(static, blk), a.q_len, a.kv_len, a.diagonal_shift))
-      state = lax.cond(visible, functools.partial(apply, blk, a),
-                       lambda st: st, state)
+      state = lax.cond(visible, functools.partial(apply, blk, a), skip,
+                       state)
     return state
   pred, block, other = _plan(static, step)
-  run = lambda blk, st: st if blk is None else apply(blk, arrays(blk), st)
+  run = lambda blk, st: skip(st) if blk is None else apply(blk, arrays(blk),
+                                                           st)
   if pred is None:
     return run(block, state)
   return lax.cond(pred, functools.partial(run, block),
@@ -635,27 +684,26 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
   b, t, n, _ = q.shape
   to_rows = lambda x: jnp.transpose(x, (0, 2, 1))[..., None]  # [B, T, N, 1]
 
+  def merge(out_a, lse_a, o_b, l_b):  # FA-2 Alg. 1's rescaling, across blocks
+    new = jnp.logaddexp(lse_a, l_b)
+    ref = jnp.where(jnp.isneginf(new), 0.0, new)
+    return (out_a * to_rows(jnp.exp(lse_a - ref))
+            + o_b.astype(jnp.float32) * to_rows(jnp.exp(l_b - ref)), new)
+
   def apply(kb, vb, blk: _Block, arrays, state):
-    out, lse = state
     qa = _half(q, blk.q_part)
     kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
     params = _block_params(static, blk, arrays)
     o_b, l_b = _dispatch.forward_fn(params)(qa, kc, vc, arrays, params)
     l_b = jnp.where(jnp.isinf(l_b), -jnp.inf, l_b)
-    # -- merge (FA-2 Alg. 1's rescaling, across blocks)
-    out_a, lse_a = _half(out, blk.q_part), _half(lse, blk.q_part, axis=2)
-    new = jnp.logaddexp(lse_a, l_b)
-    ref = jnp.where(jnp.isneginf(new), 0.0, new)
-    out_a = (out_a * to_rows(jnp.exp(lse_a - ref))
-             + o_b.astype(jnp.float32) * to_rows(jnp.exp(l_b - ref)))
-    return (_put(out, blk.q_part, out_a),
-            _put(lse, blk.q_part, new, axis=2))
+    return _update(static, merge, state, blk.q_part, (o_b, l_b), (1, 2))
 
-  state = (jnp.zeros(q.shape, jnp.float32),
-           jnp.full((b, n, t), -jnp.inf, jnp.float32))
+  state = (_parts(static, jnp.zeros(q.shape, jnp.float32)),
+           _parts(static, jnp.full((b, n, t), -jnp.inf, jnp.float32), 2))
   # K/V (and their segment ids) hop on between the steps that run; a step
   # left out of the ring (``_steps``) costs no hop of its own.
-  # The next step's share is sent while this step's kernel runs.
+  # The next step's share is sent while this step's kernel runs (re-packing
+  # the share received costs no pass: XLA folds _pack(_unpack(buf)) to buf).
   steps = _steps(static, t, k.shape[1])
   held = (k, v, mask.kv_seg)
   if steps[0]:
@@ -670,7 +718,7 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
     if not last:
       payload, state = _in_flight(payload, state)
       held = receive(payload)
-  out, lse = state
+  out, lse = _whole(state[0]), _whole(state[1], axis=2)
   return out.astype(q.dtype), jnp.where(jnp.isneginf(lse), jnp.inf, lse)
 
 
@@ -696,10 +744,14 @@ def _ring_bwd(static, residuals, d_out):
     params = _block_params(static, blk, arrays)
     dq_b, dk_b, dv_b = _dispatch.backward_fn(params)(
         qa, kc, vc, arrays, out_a, lse_a, do_a, params)
-    add = lambda acc, part, g: _put(
-        acc, part, _half(acc, part) + g.astype(jnp.float32))
-    return (add(dq, blk.q_part, dq_b), add(dk, blk.kv_part, dk_b),
-            add(dv, blk.kv_part, dv_b))
+    dq = _add(static, dq, blk.q_part, dq_b)
+    if static.shifted:  # several blocks a step: their dK / dV summed in f32
+      return (dq, _add(static, dk, blk.kv_part, dk_b),
+              _add(static, dv, blk.kv_part, dv_b))
+    # One block a step: its dK / dV as the kernel gave them (zeros on the
+    # rest of the share), summed in f32 with the accumulator that arrived,
+    # after the barrier (the kernels' outputs cross it: no f32 copy first).
+    return dq, _put(dk, blk.kv_part, dk_b), _put(dv, blk.kv_part, dv_b)
 
   # dQ accumulates here; the dK / dV accumulators travel after their share,
   # one step behind it: step i's kernel runs while the share for step i + 1
@@ -708,40 +760,49 @@ def _ring_bwd(static, residuals, d_out):
   # starts from zero dK / dV, and the accumulator that arrived meanwhile is
   # added after it.
   steps = _steps(static, q.shape[1], k.shape[1])
-  dq = jnp.zeros(q.shape, jnp.float32)
-  zeros = tuple(jnp.zeros(x.shape, jnp.float32) for x in (k, v))
+  # Step 0 of an unshifted ring runs one whole block: its dQ stays as the
+  # kernel gave it until the next step adds to it.
+  dq = _f32(static, jnp.zeros_like(q)) if static.shifted else None
+  zeros = tuple(_f32(static, x) if static.shifted else x
+                for x in (jnp.zeros_like(k), jnp.zeros_like(v)))
+  skip = lambda st: (_f32(static, st[0]), *st[1:])
   held = (k, v, mask.kv_seg)
   if steps[0]:
     held = _moved(static, steps[0], *held)
-  acc = None  # (dk, dv) of the share held at the previous step, sent on
+  # (dk, dv) of the share held at the previous step, sent on (its leaves:
+  # zigzag shifted blocks sum halves, ``_parts``)
+  acc = None
   for i, step in enumerate(steps):
     last = i + 1 == len(steps)
     hop_kv = None if last else steps[i + 1] - step
     hop_acc = None if i == 0 else step - steps[i - 1]
-    if acc is not None and hop_kv == hop_acc:
-      transfers = [_shift(static, hop_kv, *held, *acc)]
+    leaves = jax.tree.leaves(acc)
+    if leaves and hop_kv == hop_acc:
+      transfers = [_shift(static, hop_kv, *held, *leaves)]
     else:
       transfers = ([] if last else [_shift(static, hop_kv, *held)]) + (
-          [] if acc is None else [_shift(static, hop_acc, *acc)])
+          [_shift(static, hop_acc, *leaves)] if leaves else [])
     kb, vb, sb = held
     dq, dk, dv = _run(static, mask, step, q, kb, sb,
-                      functools.partial(apply, kb, vb), (dq, *zeros))
+                      functools.partial(apply, kb, vb), (dq, *zeros), skip)
     payloads, (dq, dk, dv) = _in_flight([t for t, _ in transfers],
                                         (dq, dk, dv))
     sent = sum((receive(t) for t, (_, receive) in zip(payloads, transfers)),
                ())
     if not last:
       held, sent = sent[:3], sent[3:]
-    if i:  # the accumulator of this step's share, from the devices before
-      dk, dv = dk + sent[0], dv + sent[1]
     acc = (dk, dv)
+    if i:  # the accumulator of this step's share, from the devices before
+      acc = jax.tree.map(
+          lambda a, b: a.astype(jnp.float32) + b.astype(jnp.float32), acc,
+          jax.tree.unflatten(jax.tree.structure(acc), sent))
   # Every share's dK / dV is whole now: rounded before the last hop (the
   # same bits as after it), that hop moves half the bytes of f32.
-  dk, dv = dk.astype(k.dtype), dv.astype(v.dtype)
+  dk, dv = (_whole(x).astype(y.dtype) for x, y in zip(acc, (k, v)))
   at = steps[-1]
   if at:  # one more hop brings every share's dK / dV home (device me - at)
     dk, dv = _moved(static, lax.axis_size(static.axis_name) - at, dk, dv)
-  return dq.astype(q.dtype), dk, dv, None
+  return _whole(dq).astype(q.dtype), dk, dv, None
 
 
 _ring.defvjp(_ring_fwd, _ring_bwd)
