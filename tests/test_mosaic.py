@@ -778,8 +778,9 @@ def test_backward_config_with_bias_fits_smem():
   soft-cap, deterministic or not), made to fit a 2-byte bias
   (``MosaicBackwardConfig.with_bias``), is two kernels, fits 227 KiB with
   the bias rings and dbias's staging tiles, and passes the backward's
-  check; d256 (split_head_dim) raises NotImplementedError (the dispatcher
-  runs the triton backward)."""
+  check; d256 (split_head_dim), a fused config, a float32 bias or one
+  broadcast along queries raise NotImplementedError (the dispatcher runs
+  the triton backward)."""
   for h, causal, dropout, alibi, cap, det in itertools.product(
       (64, 128), (False, True), (False, True), (False, True), (False, True),
       (False, True)):
@@ -818,6 +819,11 @@ def test_backward_config_with_bias_fits_smem():
         backward=MosaicBackwardConfig(block_q_dkv=128, fused=True)))
     with pytest.raises(NotImplementedError, match="two-kernel form"):
       mosaic_backward.check_supported(fused, q, q, q, arrays)
+    for bias in (arrays.bias.astype(jnp.float32), arrays.bias[:, :, :1]):
+      with pytest.raises(NotImplementedError, match="bias"):  # as the
+        # forward (``check_bias``): the triton backward takes it
+        mosaic_backward.check_supported(params, q, q, q,
+                                        arrays._replace(bias=bias))
 
 
 SLOW_BIAS = [
@@ -831,12 +837,16 @@ SLOW_BIAS = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case, pattern", SLOW_BIAS, ids=str)
-def test_bias_large(case, pattern, mosaic_forward_calls):
+def test_bias_large(case, pattern, mosaic_forward_calls,
+                    mosaic_backward_calls):
   if INTERPRET:
     pytest.skip("GPU-sized case: minutes in interpret mode; run on the GPU "
                 "with -m slow")
   check_gradients(case, "mosaic", bias=_bias(case, pattern))
   assert mosaic_forward_calls
+  # d256: the triton backward (no room for the bias ring beside the split
+  # form's exchange tiles)
+  assert bool(mosaic_backward_calls) == (case.head_dim <= 128)
 
 
 # --------------------------------------------------------------------------
