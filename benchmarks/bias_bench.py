@@ -16,9 +16,9 @@ forward and forward + backward of:
 * ``mosaic`` / ``mosaic dropout``: the Mosaic GPU kernels (Hopper) without /
   with dropout 0.1 (their gradients are compared with ``triton dropout``'s:
   the same keep bits); ``mosaic alibi``: with ALiBi slopes;
-* ``mosaic bias``: the [1, N, T, S] bias through the Mosaic forward's
-  bias ring (the default path on Hopper; the backward and dbias are the
-  Triton kernels' until the Mosaic backward takes a bias), against
+* ``mosaic bias``: the [1, N, T, S] bias through the Mosaic kernels' bias
+  rings (the default path on Hopper: the Mosaic forward, and the Mosaic
+  backward, whose dQ kernel writes dbias), against
   ``mosaic`` without a bias (issue 50: >= 0.8x) and ``cudnn bias`` (>= 1.5x);
 * ``torch flash`` / ``torch flash dropout``: PyTorch SDPA's flash kernel
   (``SDPBackend.FLASH_ATTENTION``) without / with dropout 0.1, timed with

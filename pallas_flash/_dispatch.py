@@ -64,9 +64,11 @@ def has_mosaic() -> bool:
 
 # --- backends -----------------------------------------------------------------
 
-# The score terms each forward backend takes; the Triton kernels take all.
-# (The Mosaic forward's check_supported refuses the biases it cannot read:
-# float32, or broadcast along queries or keys.)
+# The score terms each forward backend takes (the Mosaic backward those of
+# its forward); the Triton kernels take all.  (The Mosaic kernels' checks
+# refuse the biases their rings cannot read: float32, or broadcast along
+# queries or keys; the Mosaic backward also one at head_dim > 128, where its
+# split_head_dim form has no room for the ring.)
 _TAKES = {"mosaic": frozenset({"alibi", "bias", "dropout"}),
           "decode": frozenset()}
 
@@ -164,8 +166,11 @@ def _check_supported(params: KernelParams, q, k, v,
 def _backward(params: KernelParams, q, k, v,
               arrays: masks.MaskArrays | None) -> str:
   """The backward backend of a forward one: Mosaic GPU where its backward
-  takes the input (not e.g. head_dim > 128 without ``split_head_dim``),
-  else Pallas-Triton (also the decode kernel's backward)."""
+  takes the input (not e.g. head_dim > 128 without ``split_head_dim``, nor
+  a bias at head_dim > 128), else Pallas-Triton (also the decode kernel's
+  backward).  Chosen before the forward runs, so whether a bias will take
+  a gradient is not known yet: the Mosaic backward's check holds for
+  both (``MosaicBackwardConfig.bias_bytes``)."""
   if (params.forward == "mosaic"
       and score_terms(arrays, params.dropout_rate) <= _TAKES["mosaic"]):
     from pallas_flash.mosaic import backward as mosaic_backward  # Hopper only

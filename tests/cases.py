@@ -190,6 +190,35 @@ def check_gradients(case: Workload, impl: str, seed: int = 0, extra=None,
   return out, grads
 
 
+def bias_grad_calls(monkeypatch, module, case: Workload, impl: str, bias):
+  """How a backend's backward (``module.backward``, spied on) is called by
+  three gradients of ``flash_attention(implementation=impl)`` with
+  ``bias``: w.r.t. the bias, w.r.t. q with the bias closed over, w.r.t.
+  both with the bias under ``stop_gradient``, each from a clean trace cache
+  (the kernel call is traced once per (params, argument types)).  Returns
+  ([(params.bias_grad, number of gradients returned)] per call, the last
+  gradient's dbias)."""
+  calls = []
+  real = module.backward
+
+  def spy(*args):
+    grads = real(*args)
+    calls.append((args[-1].bias_grad, len(grads)))
+    return grads
+
+  monkeypatch.setattr(module, "backward", spy)
+  q, k, v, _ = case.inputs()
+  f = lambda q, bias: pf.flash_attention(
+      q, k, v, bias=bias, implementation=impl).astype(jnp.float32).sum()
+  stopped = lambda q, bias: f(q, jax.lax.stop_gradient(bias))
+  jax.grad(f, argnums=1)(q, bias)
+  jax.clear_caches()
+  jax.grad(f)(q, bias)  # closed-over bias (not differentiated)
+  jax.clear_caches()
+  dbias = jax.grad(stopped, argnums=(0, 1))(q, bias)[1]
+  return calls, dbias
+
+
 # --- the default dispatch under batch / head sharding ------------------------
 @dataclasses.dataclass(frozen=True)
 class Sharded:

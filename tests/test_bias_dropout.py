@@ -15,7 +15,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import pallas_flash as pf
 from pallas_flash import masks
-from cases import TOL, Case, check_gradients, rel_err
+from cases import TOL, Case, bias_grad_calls, check_gradients, rel_err
 
 IMPL = "triton"
 
@@ -74,27 +74,9 @@ def test_dbias_only_when_the_bias_needs_a_gradient(monkeypatch):
   """The backward kernels get ``bias_grad`` only for a perturbed bias (and
   return no dbias partial otherwise)."""
   from pallas_flash.triton import backward as triton_backward
-  calls = []
-  real = triton_backward.backward
-
-  def spy(*args):
-    grads = real(*args)
-    calls.append((args[-1].bias_grad, len(grads)))
-    return grads
-
-  monkeypatch.setattr(triton_backward, "backward", spy)
   case = Case("skip", t=33, s=33, h=40, dtype="bfloat16")
-  q, k, v, _ = case.inputs()
-  bias = _bias(case, "heads")
-  f = lambda q, bias: pf.flash_attention(q, k, v, bias=bias, implementation=IMPL).sum()
-  stopped = lambda q, bias: f(q, jax.lax.stop_gradient(bias))
-  # Each grad from a clean trace cache: the kernel call is traced once per
-  # (params, argument types), and the last two calls trace the same one.
-  jax.grad(f, argnums=1)(q, bias)
-  jax.clear_caches()
-  jax.grad(f)(q, bias)  # closed-over bias (not differentiated)
-  jax.clear_caches()
-  dbias = jax.grad(stopped, argnums=(0, 1))(q, bias)[1]
+  calls, dbias = bias_grad_calls(monkeypatch, triton_backward, case, IMPL,
+                                 _bias(case, "heads"))
   assert calls == [(True, 4), (False, 3), (False, 3)]
   np.testing.assert_array_equal(dbias, 0.0)
 

@@ -49,13 +49,19 @@ def test_hopper_prefill_is_mosaic_both_ways(hopper):
   no_split = MosaicConfig(backward=MosaicBackwardConfig(split_head_dim=False))
   assert _plan(128, 128, h=256, implementation="mosaic",
                config=no_split) == ("mosaic", "triton")
-  # a bias: the Mosaic forward reads it, the Triton backward computes dbias
-  assert _plan(128, 128, bias=True) == ("mosaic", "triton")
+  # a bias: both Mosaic kernels read it, the dQ kernel writes dbias; at
+  # d256 (split_head_dim: no room for the bias ring) the Triton backward
+  assert _plan(128, 128, bias=True) == ("mosaic", "mosaic")
+  assert _plan(128, 128, h=128, bias=True) == ("mosaic", "mosaic")
+  assert _plan(128, 128, h=256, bias=True) == ("mosaic", "triton")
+  fused = MosaicConfig(backward=MosaicBackwardConfig(fused=True))
+  assert _plan(128, 128, bias=True, implementation="mosaic",
+               config=fused) == ("mosaic", "triton")
 
 
 def test_decode_shaped_call_takes_the_decode_kernel(hopper):
   assert _plan(1, 256) == ("decode", "triton")
-  assert _plan(1, 256, bias=True) == ("mosaic", "triton")  # not decode
+  assert _plan(1, 256, bias=True) == ("mosaic", "mosaic")  # not decode
   assert _plan(1, 256, plan=dict(ring=True)) == ("mosaic", "mosaic")
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tools import mosaic_modules
-from cases import Case, check_forward, check_gradients
+from cases import Case, bias_grad_calls, check_forward, check_gradients
 from pallas_flash import masks
 from pallas_flash.mosaic import backward as mosaic_backward
 from pallas_flash.mosaic import forward as mosaic_forward
@@ -575,7 +575,7 @@ def _lowering_call(h, causal, config, extra, b=2, t=1000):
     arrays = arrays._replace(dropout_seeds=jnp.arange(b * 4, dtype=jnp.int32
                                                       ).reshape(b, 4))
     rate = 0.1
-  soft_cap = extra in ("soft-cap", "alibi soft-cap")
+  soft_cap = extra is not None and "soft-cap" in extra
   params = KernelParams(spec=spec, scale=h ** -0.5, forward="mosaic",
                         config=config, dropout_rate=rate,
                         logits_soft_cap=20.0 if soft_cap else None)
@@ -596,8 +596,8 @@ def test_lowers_for_cuda(monkeypatch, h, causal, config, extra):
 
 
 # --------------------------------------------------------------------------
-# Bias (issue 50): the forward reads it through its TMA ring; the backward
-# (and dbias) is the Triton one until the Mosaic backward takes a bias
+# Bias (issue 50): the forward and both backward kernels read it through
+# their TMA rings; the dQ kernel writes dbias
 # --------------------------------------------------------------------------
 
 
@@ -646,11 +646,50 @@ BIAS = [  # (case, bias pattern)
 
 
 @pytest.mark.parametrize("case, pattern", BIAS, ids=str)
-def test_bias_forward_and_gradients(case, pattern, mosaic_forward_calls):
+def test_bias_forward_and_gradients(case, pattern, mosaic_forward_calls,
+                                    mosaic_backward_calls):
   """out, dq, dk, dv and dbias against the reference's VJP (random
-  cotangent) with the Mosaic forward reading the bias."""
+  cotangent) with the Mosaic forward and backward reading the bias."""
   check_gradients(case, "mosaic", bias=_bias(case, pattern))
   assert mosaic_forward_calls, "the Mosaic forward did not run"
+  assert mosaic_backward_calls, "the Mosaic backward did not run"
+
+
+BB = lambda name, config=None, **kw: M(name, config=MosaicConfig(
+    backward=config) if config else None, **kw)
+
+BIAS_BACKWARD = [  # (case, bias pattern): the backward's configs and masks
+    (BB("d128 causal top_left gqa odd T", n=4, k=2, h=128, t=97, s=130,
+        causal=True), "1NTS"),
+    (BB("d128 soft-cap causal bottom_right (bias added to the logits)", b=2,
+        n=2, h=128, t=70, s=150, causal=True, bottom_right=True,
+        soft_cap=5.0), "BNTS"),
+    (BB("d64 window segments (skipped edge tiles)", t=256, s=256,
+        causal=True, window=(40, 10), segments=True), "1NTS"),
+    (BB("d64 dense mask lengths", b=2, n=2, k=1, t=130, s=200,
+        q_lengths=(130, 0), kv_lengths=(200, 77),
+        dense_mask="full_empty_row"), "B1TS"),
+    (BB("d64 64-row dK/dV steps, 3 dQ consumers", t=200, s=130,
+        config=MosaicBackwardConfig(block_q_dkv=64, dq_consumers=3)),
+     "1NTS"),
+    (BB("d64 3 consumers", n=2, k=1, t=150, s=260, causal=True,
+        config=MosaicBackwardConfig(consumers=3)), "1NTS"),
+    # 3 CTAs in interpret mode: the Q / dO / bias ring and two K / V sets
+    # run across items.
+    (BB("d128 persistent, stagger, Q in registers, lengths", b=2, n=2, k=1,
+        h=128, t=150, s=260, causal=True, q_lengths=(150, 90),
+        kv_lengths=(260, 100), config=MosaicBackwardConfig(
+            persistent=True, stagger_consumers=True,
+            dq_rows_in_registers=1)), "BNTS"),
+]
+
+
+@pytest.mark.parametrize("case, pattern", BIAS_BACKWARD, ids=str)
+def test_bias_backward(case, pattern, mosaic_backward_calls):
+  """dq, dk, dv and dbias of the Mosaic backward with a bias, against the
+  reference's VJP (random cotangent), across its configs and masks."""
+  check_gradients(case, "mosaic", bias=_bias(case, pattern))
+  assert mosaic_backward_calls, "the Mosaic backward did not run"
 
 
 def test_bias_minus_inf_masks_like_the_reference(mosaic_forward_calls):
@@ -671,6 +710,32 @@ def test_bias_minus_inf_masks_like_the_reference(mosaic_forward_calls):
   np.testing.assert_array_equal(out[0, 3, 1], 0.0)
   np.testing.assert_array_equal(jnp.isinf(lse), jnp.isinf(ref_lse))
   assert float(jnp.max(jnp.abs(out.astype(jnp.float32) - ref))) < 2e-2
+
+
+def test_bias_minus_inf_rows_backward(mosaic_backward_calls):
+  """Rows a -inf bias masks entirely (lse +inf) get dq = 0 and dbias = 0,
+  and no gradient is NaN; the rest match the reference's VJP."""
+  case = M("bias -inf rows bwd", b=2, n=2, k=1, h=128, t=70, s=130,
+           causal=True, bottom_right=True)
+  bias = _bias(case, "BNTS").at[1].set(-jnp.inf).at[0, 1, 3].set(-jnp.inf)
+  _, (dq, dk, dv, dbias) = check_gradients(case, "mosaic", bias=bias)
+  assert mosaic_backward_calls
+  np.testing.assert_array_equal(dq[1], 0.0)
+  np.testing.assert_array_equal(dq[0, 3, 1], 0.0)
+  np.testing.assert_array_equal(dbias[1], 0.0)
+  np.testing.assert_array_equal(dbias[0, 1, 3], 0.0)
+  np.testing.assert_array_equal(dk[1], 0.0)  # no query row sees a key
+
+
+def test_dbias_only_when_the_bias_needs_a_gradient_mosaic(monkeypatch):
+  """The Mosaic backward gets ``bias_grad`` only for a perturbed bias and
+  returns no dbias partial otherwise (its dQ kernel then has no dbias
+  output or stores)."""
+  case = M("dbias skip", t=70, s=70, n=2)
+  calls, dbias = bias_grad_calls(monkeypatch, mosaic_backward, case,
+                                 "mosaic", _bias(case, "1NTS"))
+  assert calls == [(True, 4), (False, 3), (False, 3)]
+  np.testing.assert_array_equal(dbias, 0.0)
 
 
 def test_bias_the_forward_cannot_read_falls_back():
@@ -708,6 +773,59 @@ def test_config_with_bias_fits_smem():
   assert small.with_bias(128) is small
 
 
+def test_backward_config_with_bias_fits_smem():
+  """Every default backward entry (d64, d128: with dropout, ALiBi, a
+  soft-cap, deterministic or not), made to fit a 2-byte bias
+  (``MosaicBackwardConfig.with_bias``), is two kernels, fits 227 KiB with
+  the bias rings and dbias's staging tiles, and passes the backward's
+  check; d256 (split_head_dim), a fused config, a float32 bias or one
+  broadcast along queries raise NotImplementedError (the dispatcher runs
+  the triton backward)."""
+  for h, causal, dropout, alibi, cap, det in itertools.product(
+      (64, 128), (False, True), (False, True), (False, True), (False, True),
+      (False, True)):
+    cfg = MosaicBackwardConfig.default(h, causal, dropout, alibi=alibi,
+                                       soft_cap=cap, deterministic=det)
+    fitted = cfg.with_bias(h)
+    assert not fitted.one_kernel and not fitted.split_head_dim, fitted
+    dkdv, dq = fitted.bias_bytes(2)
+    assert fitted.smem_bytes(h, bias_itemsize=2) <= 227 * 1024, fitted
+    assert fitted.smem_bytes(h, bias_itemsize=2) > fitted.smem_bytes(h)
+    assert dkdv == 2 * fitted.num_stages * fitted.block_q_dkv * (
+        fitted.consumers * fitted.block_kv_dkv)
+  # the d64 fused entry becomes two kernels with its tiles; d128 takes
+  # 64-key dQ steps (128-key ones need 289 KiB with the bias)
+  d64 = MosaicBackwardConfig.default(64, True).with_bias(64)
+  assert (d64.block_q_dkv, d64.block_kv_dq, d64.persistent,
+          d64.row_ring) == (128, 128, True, True)
+  d128 = MosaicBackwardConfig.default(128, False)
+  assert d128.block_kv_dq == 128 and d128.with_bias(128).block_kv_dq == 64
+  assert d128.smem_bytes(128, bias_itemsize=2) > 227 * 1024
+  small = MosaicBackwardConfig(block_kv_dq=64)
+  assert small.with_bias(128) is small
+  lens = jnp.full((1,), 64, jnp.int32)
+  for h in (64, 128, 256):
+    q = jnp.zeros((1, 64, 2, h), jnp.bfloat16)
+    arrays = masks.MaskArrays(lens, lens,
+                              bias=jnp.zeros((1, 2, 64, 64), jnp.bfloat16))
+    params = KernelParams(spec=masks.MaskSpec(), scale=0.1,
+                          forward="mosaic", interpret=True)
+    if h == 256:
+      with pytest.raises(NotImplementedError, match="two-kernel form"):
+        mosaic_backward.check_supported(params, q, q, q, arrays)
+      continue
+    mosaic_backward.check_supported(params, q, q, q, arrays)
+    fused = dataclasses.replace(params, config=MosaicConfig(
+        backward=MosaicBackwardConfig(block_q_dkv=128, fused=True)))
+    with pytest.raises(NotImplementedError, match="two-kernel form"):
+      mosaic_backward.check_supported(fused, q, q, q, arrays)
+    for bias in (arrays.bias.astype(jnp.float32), arrays.bias[:, :, :1]):
+      with pytest.raises(NotImplementedError, match="bias"):  # as the
+        # forward (``check_bias``): the triton backward takes it
+        mosaic_backward.check_supported(params, q, q, q,
+                                        arrays._replace(bias=bias))
+
+
 SLOW_BIAS = [
     (M("bias [1,N,T,S] d64 causal", n=8, k=8, t=2048, s=2048, causal=True),
      "1NTS"),
@@ -719,12 +837,16 @@ SLOW_BIAS = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case, pattern", SLOW_BIAS, ids=str)
-def test_bias_large(case, pattern, mosaic_forward_calls):
+def test_bias_large(case, pattern, mosaic_forward_calls,
+                    mosaic_backward_calls):
   if INTERPRET:
     pytest.skip("GPU-sized case: minutes in interpret mode; run on the GPU "
                 "with -m slow")
   check_gradients(case, "mosaic", bias=_bias(case, pattern))
   assert mosaic_forward_calls
+  # d256: the triton backward (no room for the bias ring beside the split
+  # form's exchange tiles)
+  assert bool(mosaic_backward_calls) == (case.head_dim <= 128)
 
 
 # --------------------------------------------------------------------------
@@ -1296,6 +1418,73 @@ def test_backward_lowers_for_cuda(monkeypatch, h, causal, config, extra):
   f = jax.jit(lambda q, k, v, o, lse, do: mosaic_backward.backward(
       q, k, v, arrays, o, lse, do, params))
   f.trace(q, kv, kv, q, lse, q).lower(lowering_platforms=("cuda",))
+
+
+BIAS_BACKWARD_LOWERINGS = [  # (head dim, causal, config, extra, dbias)
+    (64, True, None, "bias", True),  # d64: two kernels, persistent
+    (64, False, None, "bias", False),  # no dbias output
+    (128, False, None, "bias", True),  # row ring read ahead, 240 registers
+    (128, True, None, "bias", True),
+    (128, True, None, "bias dropout alibi", True),
+    (128, False, None, "bias soft-cap", True),  # added to the logits
+    (64, False, MosaicBackwardConfig(consumers=3), "bias", True),
+    (128, True, MosaicBackwardConfig(persistent=True, stagger_consumers=True,
+                                     dq_rows_in_registers=1), "bias", True),
+]
+
+
+@pytest.mark.parametrize("h,causal,config,extra,dbias",
+                         BIAS_BACKWARD_LOWERINGS, ids=str)
+def test_backward_with_bias_lowers_for_cuda(monkeypatch, h, causal, config,
+                                            extra, dbias):
+  """The backward with a [1, N, T, S] bias (and dbias) lowers for CUDA on
+  any machine (GQA 4/2): the transposed bias loads of the dK/dV kernel
+  (``ldmatrix.trans``), the dQ kernel's dbias TMA stores."""
+  monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
+  b, t = 2, 1000
+  arrays, params = _lowering_call(h, causal, MosaicConfig(backward=config),
+                                  extra, b, t)
+  params = dataclasses.replace(params, bias_grad=dbias)
+  q = jax.ShapeDtypeStruct((b, t, 4, h), jnp.bfloat16)
+  kv = jax.ShapeDtypeStruct((b, t, 2, h), jnp.bfloat16)
+  lse = jax.ShapeDtypeStruct((b, 4, t), jnp.float32)
+  f = jax.jit(lambda q, k, v, o, lse, do: mosaic_backward.backward(
+      q, k, v, arrays, o, lse, do, params))
+  text = f.trace(q, kv, kv, q, lse, q).lower(
+      lowering_platforms=("cuda",)).as_text()
+  names = [name for name, _ in mosaic_modules.kernel_modules(text)]
+  assert names == ["pallas_flash_mosaic_dkdv_mosaic_gpu",
+                   "pallas_flash_mosaic_dq_mosaic_gpu"], names
+
+
+def test_public_path_with_bias_lowers_for_cuda(monkeypatch):
+  """With a differentiated [1, N, T, S] bf16 bias the default Hopper path
+  runs the Mosaic forward, dK/dV and dQ kernels at d64 and d128 (none of
+  the Triton ones); at d256 the Triton backward."""
+  import types
+  from jax._src.pallas.triton import pallas_call_registration as registration
+  import pallas_flash as pf
+  from tools import first_call
+  monkeypatch.setattr(registration, "gpu_info_lib", types.SimpleNamespace(
+      get_gpu_info=lambda: types.SimpleNamespace(compute_capability="9.0")))
+
+  def fwd_bwd(q, k, v, bias):
+    loss = lambda q, k, v, bias: pf.flash_attention(
+        q, k, v, bias=bias, is_causal=True).astype(jnp.float32).sum()
+    return jax.grad(loss, (0, 1, 2, 3))(q, k, v, bias)
+
+  for h in (64, 128, 256):
+    x = jax.ShapeDtypeStruct((2, 256, 4, h), jnp.bfloat16)
+    kv = jax.ShapeDtypeStruct((2, 256, 2, h), jnp.bfloat16)
+    bias = jax.ShapeDtypeStruct((1, 4, 256, 256), jnp.bfloat16)
+
+    text = first_call.lowered_for_hopper(fwd_bwd, x, kv, kv, bias)[2].as_text()
+    mosaic = h <= 128
+    for kernel in ("pallas_flash_mosaic_dkdv", "pallas_flash_mosaic_dq"):
+      assert (kernel in text) == mosaic, (h, kernel)
+    for kernel in ("pallas_flash_bwd_dkdv", "pallas_flash_bwd_dq"):
+      assert (kernel in text) != mosaic, (h, kernel)
+    assert "pallas_flash_mosaic_fwd" in text
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["dense", "causal"])

@@ -45,6 +45,18 @@ of a second select (H100 runs 154-155, 2026-11-24, fwd+bwd +1.8% at S16k C,
 +3.7% at S16k N, level at S4k; history at commit 29bf24f).
 r leaves the loops (dK, dV, dQ scaled once in the epilogue).
 
+A bias (float16 / bfloat16 with full query and key dims, [1 | B, 1 | N, T,
+S]; the two kernels, not ``split_head_dim``): both kernels read the bias
+tile of each step through their producer's TMA ring (``fwd.BiasRing``): the
+dK/dV kernel's beside Q / dO, consumer w's [block_q_dkv, block_kv_dkv] tile
+of the step's rows against its keys, loaded transposed into S^T's layout;
+the dQ kernel's beside V, the forward's [C * block_q, block_kv] tiles.  It
+joins the scores where the forward adds it (after the scale and soft-cap,
+beside ALiBi, before the mask): into S's accumulator init where the row
+terms are folded there (``_bias_terms``).  With ``params.bias_grad`` the
+dQ kernel writes dbias = dS of the logits (line 14's dS before the
+soft-cap's factor) tile by tile, zeros where it skips (``_DbiasTiles``).
+
 Both kernels visit exactly the tiles the forward did: their tile tables come
 from ``forward.tile_table`` (``masks.kv_bounds`` /
 ``masks.q_bounds``), edge tiles get the element-wise mask of ``masks``, the
@@ -81,11 +93,14 @@ def _config(params: KernelParams, q, arrays: masks.MaskArrays | None
   hp = fwd.round_up(q.shape[-1], 64)
   cfg = params.config.backward if isinstance(params.config,
                                              MosaicConfig) else None
-  cfg = cfg or MosaicBackwardConfig.default(
-      hp, params.spec.is_causal, params.dropout_rate > 0.0,
-      alibi=arrays is not None and arrays.alibi_slopes is not None,
-      soft_cap=params.logits_soft_cap is not None,
-      deterministic=params.deterministic)
+  if cfg is None:
+    cfg = MosaicBackwardConfig.default(
+        hp, params.spec.is_causal, params.dropout_rate > 0.0,
+        alibi=arrays is not None and arrays.alibi_slopes is not None,
+        soft_cap=params.logits_soft_cap is not None,
+        deterministic=params.deterministic)
+    if fwd.bias_itemsize(arrays):  # the two kernels, room for the bias
+      cfg = cfg.with_bias(hp, fwd.bias_itemsize(arrays))
   if cfg.split_head_dim:  # each consumer's share of columns: 64s
     hp = fwd.round_up(hp, 64 * cfg.consumers)
   return hp, cfg
@@ -97,12 +112,16 @@ def check_supported(params: KernelParams, q, k, v,
   if jnp.dtype(q.dtype) == fwd.FP8:
     raise NotImplementedError("the mosaic backward takes no float8_e4m3fn "
                               "input (the fp8 path is forward only)")
-  if arrays is not None and arrays.bias is not None:
-    raise NotImplementedError(
-        "the mosaic backward takes no bias yet (the dispatcher runs the "
-        "triton backward after the mosaic forward)")
   fwd.check_supported(params, q, k, v)  # dtype, device, config type
+  fwd.check_bias(arrays, q, k, fp8=False)  # what the bias rings read
   hp, cfg = _config(params, q, arrays)
+  bias = fwd.bias_itemsize(arrays)
+  if bias and (cfg.one_kernel or cfg.split_head_dim):
+    raise NotImplementedError(
+        f"the mosaic backward takes a bias in its two-kernel form only, not "
+        f"fused, deterministic=False or split_head_dim (head_dim="
+        f"{q.shape[-1]}: {cfg}; the dispatcher falls back to the triton "
+        "backward)")
   if hp > 128 and not cfg.split_head_dim:
     # dK and dV accumulators of [64, hp] f32 take hp registers per thread.
     raise NotImplementedError(
@@ -115,9 +134,11 @@ def check_supported(params: KernelParams, q, k, v,
         f"the fused MosaicBackwardConfig at head_dim={hp} needs "
         f"block_q_dkv={64 * cfg.consumers} (its dQ share splits by rows) or "
         "a head dim of 64 columns per consumer")
-  if cfg.smem_bytes(hp) > 227 * 1024:
-    raise NotImplementedError(f"{cfg} needs {cfg.smem_bytes(hp)} bytes of "
-                              f"shared memory at head_dim={hp}")
+  smem = cfg.smem_bytes(hp, bias_itemsize=bias)
+  if smem > 227 * 1024:
+    raise NotImplementedError(f"{cfg} needs {smem} bytes of shared memory "
+                              f"at head_dim={hp}"
+                              f"{' with a bias' if bias else ''}")
 
 
 # --------------------------------------------------------------------------
@@ -183,12 +204,34 @@ def _row_terms(lse2, delta, shape, dim: int, scale: float,
   bcast = lambda x: plgpu.layout_cast(lax.broadcast_in_dim(x, shape, [dim]),
                                       WGMMA)
   c = scale * _LOG2E
-  if cap is None and scale > 0:
+  if _folds_rows(scale, cap):
     return (bcast(-lse2 / c), bcast(-delta),
             lambda acc: (acc * c, None, None))
   zeros = plgpu.layout_cast(jnp.zeros(shape, jnp.float32), WGMMA)
   return zeros, bcast(-delta), lambda acc: (*_logits2(acc, scale, cap),
                                             bcast(lse2))
+
+
+def _folds_rows(scale: float, cap: float | None) -> bool:
+  """Whether ``_row_terms`` starts S's accumulator at -lse2 / c."""
+  return cap is None and scale > 0
+
+
+def _bias_terms(s_init, bias, scale: float, cap: float | None):
+  """A step's bias tile in its score terms, added where the forward adds
+  it (``forward._tile_softmax``: after the scale and soft-cap, beside
+  ALiBi, before the mask).  ``bias()``: the tile in the bias dtype, in the
+  layout of the score tile (None: no bias).  Where ``_row_terms`` folds
+  the rows into S's accumulator, the tile joins its init: acc = S +
+  bias / scale - lse2 / c, so c * acc = c * S + bias log2 e - lse2, and no
+  tile of it stays live beside the score tiles; else a callable giving it
+  in base 2 for ``_probs``, read once S is done.  Returns (S's init, that
+  callable or None)."""
+  if bias is None:
+    return s_init, None
+  if _folds_rows(scale, cap):
+    return s_init + bias().astype(jnp.float32) * (1.0 / scale), None
+  return s_init, lambda: fwd.BiasRing.logits(bias())
 
 
 def _accumulate(accs, products, interpret: bool, then=None, then_init=()):
@@ -260,27 +303,34 @@ def _logits2(s, scale: float, cap: float | None):
   return th * (cap * _LOG2E), th
 
 
-def _ds(p, dp_minus_delta, th, plus=None):
+def _ds(p, dp_minus_delta, th, plus=None, with_logits: bool = False):
   """dS = P * (dP - delta) (Alg. 2 line 14), through the soft-cap's tanh;
   the softmax scale is applied once to dK / dQ at the end.  ``plus``: a
-  tile added to the product (dropout's -P delta' in the dK/dV kernel)."""
+  tile added to the product (dropout's -P delta' in the dK/dV kernel).
+  ``with_logits``: (dS, dS of the logits before the soft-cap's factor,
+  which is dbias)."""
   ds = p * dp_minus_delta if plus is None else p * dp_minus_delta + plus
+  logits_grad = ds
   if th is not None:
     ds = ds * (1.0 - th * th)
-  return ds
+  return (ds, logits_grad) if with_logits else ds
 
 
-def _probs(s, *, logits, visible, alibi, fold: bool):
+def _probs(s, *, logits, visible, alibi, fold: bool, bias=None):
   """P = exp2(x - lse2) (Alg. 2 line 11) of a score tile: S [bq, bk] in the
   dQ kernel, S^T [bk, bq] (P^T) in the dK/dV kernel.  ``logits(s)`` -> (x,
   the soft-cap's tanh or None, what is left to subtract or None:
   ``_row_terms``), then ALiBi (``alibi``: the tile's ``AlibiTile.add_rest``
-  where folded, else its ``full``, or None), then the mask (``visible``: a
-  callable giving the tile's visible entries, or None).  lse2 = +inf on
-  fully masked rows gives 0.  Returns (P,) or (P, tanh)."""
+  where folded, else its ``full``, or None), then the bias (``bias``: a
+  callable giving its tile in base 2, ``_bias_terms``, or None), then the
+  mask (``visible``: a callable giving the tile's visible entries, or
+  None).  lse2 = +inf on fully masked rows gives 0, as does a -inf bias.
+  Returns (P,) or (P, tanh)."""
   x, th, lse2_left = logits(s)
   if alibi is not None:
     x = alibi(x, 1.0) if fold else x + alibi()
+  if bias is not None:
+    x = x + bias()
   if visible is not None:
     x = jnp.where(visible(), x, masks.MASK_VALUE)
   p = jnp.exp2(x if lse2_left is None else x - lse2_left)
@@ -766,7 +816,7 @@ class _StepRows:
 
 def _dkdv_producer(items: schedule.Items, work_item, sync,
                    cfg: MosaicBackwardConfig, group: int, tiles, row_ring,
-                   keys):
+                   keys, bias=None):
   """The dK/dV kernel's producer warpgroup: for every step of the CTA's
   items (each of the G query heads of the kv head, then the query tiles),
   TMA copies of the step's Q and dO tiles ([block_q_dkv, H] each, Alg. 2
@@ -774,8 +824,9 @@ def _dkdv_producer(items: schedule.Items, work_item, sync,
   released; with ``row_ring`` (lse_ref, delta_ref, row_smem, row_bars) the
   step's lse2 / delta rows beside them (with prefetch_rows, one step
   ahead); with ``keys`` (drop, key_smem, key_bars) the query rows' dropout
-  keys.  ``tiles``: ((q_ref, do_ref), (q_smems, do_smems), (q_bars,
-  do_bars))."""
+  keys; with ``bias`` (a key-major ``fwd.BiasRing``) the bias of the step's
+  query rows against the CTA's keys.  ``tiles``: ((q_ref, do_ref),
+  (q_smems, do_smems), (q_bars, do_bars))."""
   (q_ref, do_ref), (q_smems, do_smems), (q_bars, do_bars) = tiles
   stages, bq = cfg.num_stages, cfg.block_q_dkv
   ring_ahead = row_ring is not None and cfg.prefetch_rows
@@ -784,7 +835,7 @@ def _dkdv_producer(items: schedule.Items, work_item, sync,
     n_q_tiles = lse_ref.shape[-1] // bq
 
   def item_loads(idx, g0):
-    b, kvh, _, item = work_item(idx, lengths=False)
+    b, kvh, kt, item = work_item(idx, lengths=False)
     n_steps = item.n_steps
 
     def copy_rows_ahead(r):
@@ -819,6 +870,9 @@ def _dkdv_producer(items: schedule.Items, work_item, sync,
       if keys is not None:  # the query rows' dropout keys (r_i, m_i)
         drop, key_smem, key_bars = keys
         drop.copy_rows(b, rows[2], rows[1], key_smem, key_bars, slot)
+      if bias is not None:  # [block_q_dkv, block_kv_dkv] per consumer
+        bias.copy_parts(b, rows[2], rows[1],
+                        kt * (cfg.row_tiles * cfg.block_kv_dkv), slot)
     return g0 + group * n_steps
 
   total = items.run(item_loads)
@@ -832,7 +886,7 @@ def _dkdv_producer(items: schedule.Items, work_item, sync,
 def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                  *refs, spec: masks.MaskSpec, scale: float,
                  cap: float | None, cfg: MosaicBackwardConfig, group: int,
-                 interpret: bool, alibi: bool, rate: float,
+                 interpret: bool, alibi: bool, rate: float, bias: bool,
                  order: tuple[tuple[str, int], ...], persistent: bool):
   """A work item: ``C * block_kv`` key rows of kv head ``heads``; loops over
   the G query heads of the kv head, then the query tiles of the tile table.
@@ -850,7 +904,12 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   [block_q, H / C], 32 registers; rows with 128-row query steps) and adds
   it to dQ in HBM with TMA reduce-add.  The adds of different CTAs land in
   any order: as f32 (``deterministic=False``) dQ's bits can change run to
-  run; as fixed-point int32 words (``to_fixed``) they cannot."""
+  run; as fixed-point int32 words (``to_fixed``) they cannot.
+
+  ``bias`` (two kernels only): then the bias operand, read through the
+  Q / dO ring (``fwd.BiasRing``, key-major: consumer w's [block_q_dkv,
+  block_kv_dkv] tile of each step, loaded transposed into S^T's
+  layout)."""
   sched_ref = None
   if persistent:
     sched_ref, *refs = refs
@@ -858,6 +917,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   slopes_ref = refs.pop(0) if alibi else None
   drop = fwd.DropoutTiles.pop(refs, rate,
                               (cfg.block_kv_dkv, cfg.block_q_dkv), 1)
+  bias_ref = refs.pop(0) if bias else None
   fold = alibi and fwd.folds_alibi(scale, cap)
   fused = cfg.one_kernel  # dQ by TMA reduce-add into dq_ref
   fixed = fused and cfg.deterministic  # (fixed point: F [B, N, T])
@@ -866,6 +926,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   dk_ref, dv_ref, smem, barriers = refs
   k_smems, v_smems, q_smems, do_smems, *extra_smem = smem
   k_bars, v_bars, q_bars, do_bars, *interpret_bars = barriers
+  ring = None  # the bias ring [stages, C, block_q, block_kv]: the last
+  if bias_ref is not None:
+    ring = fwd.BiasRing(bias_ref, extra_smem.pop(), interpret_bars.pop())
   # row_ring: each step's lse2 / delta rows come through the Q / dO ring
   # (TMA, [stages, 2, block_q] f32, their own barriers); dropout: likewise
   # the row keys of each step's query tile (int32)
@@ -949,12 +1012,12 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                           group, item)
 
     def score_terms(n, qt, q_rows, lse2, delta, *, masked: bool, side,
-                    has_s: bool):
+                    has_s: bool, bias=None):
       """A step's score terms (query tile qt, rows q_rows, of head n): the
       inits of the S^T GEMM (Alg. 2 line 10; -lse2, with ALiBi's folded
-      linear part) and of the dP^T GEMM (-delta: dP^T - delta, line 14),
-      and P^T as a function of S^T (``_probs``: logits, ALiBi, the step's
-      mask)."""
+      linear part, and the bias where folded: ``_bias_terms``) and of the
+      dP^T GEMM (-delta: dP^T - delta, line 14), and P^T as a function of
+      S^T (``_probs``: logits, ALiBi, the bias, the step's mask)."""
       s_fold = fold and has_s
       if alibi and has_s:  # folded: its linear part is in S^T's init
         ab = fwd.AlibiTile(slopes_ref[b, n], item.offset, qt * bq, kv_base,
@@ -964,6 +1027,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       k_init = ab.k_init(scale * _LOG2E) if s_fold else None
       if k_init is not None:
         s_init = s_init + k_init
+      s_init, bias_logits = _bias_terms(s_init, bias, scale, cap)
 
       def visible():  # the step's visible [bk, bq] (masked tiles)
         segs = dense = None
@@ -979,7 +1043,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       probs = functools.partial(  # S^T -> (P^T, the soft-cap's tanh?)
           _probs, logits=logits, visible=visible if masked else None,
           alibi=(ab.add_rest if fold else ab.full) if alibi and has_s
-          else None, fold=fold)
+          else None, fold=fold, bias=bias_logits)
       return s_init, dp_init, probs
 
     def dp_partner(dk, dv, slot, q_smem, do_smem, dp_init, first):
@@ -1017,7 +1081,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       # -- S^T = K Q^T and dP^T - delta = V dO^T - delta  [bk, bq]
       s_init, dp_init, probs = score_terms(
           n, qt, q_rows, lse2, delta, masked=masked, side=side,
-          has_s=xchg is None or w == 0)  # (else consumer 1: no S^T here)
+          has_s=xchg is None or w == 0,  # (else consumer 1: no S^T here)
+          bias=None if ring is None else  # (not split_head_dim)
+          lambda: ring.load_transposed(slot, w))  # [bk, bq]
       first = None if xchg is None else i == 0
 
       kept_ds = drop is not None and xchg is None  # (module docstring)
@@ -1151,7 +1217,8 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     _dkdv_producer(items, work_item, sync, cfg, group,
                    ((q_ref, do_ref), (q_smems, do_smems), (q_bars, do_bars)),
                    row_ring,
-                   (drop, key_smem, key_bars) if drop is not None else None)
+                   (drop, key_smem, key_bars) if drop is not None else None,
+                   ring)
 
   _by_role(wg, cfg, _producer, _consumer, cfg.dkdv_registers)
 
@@ -1161,19 +1228,68 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 # --------------------------------------------------------------------------
 
 
+class _DbiasTiles:
+  """dbias of a full (T, S) bias: dS of the logits (Alg. 2 line 14 before
+  the soft-cap's factor; times r = 1 / (1 - rate) with dropout), the
+  [B, N, Tp, Sp] partial in the bias dtype that ``_vjp`` sums over the
+  bias's broadcast dims (the triton backward's contract).  Written by the
+  dQ kernel, whose CTA owns its query rows of one head: every element by
+  exactly one consumer, no atomics.  Consumer w stages each step's
+  [block_q, block_kv] tile in its own shared-memory tile and stores it by
+  TMA while its dQ GEMM runs; the tiles its CTA skips (``Item``: outside
+  [first, last)) it stores as zeros first, from the same staging tile."""
+
+  def __init__(self, ref, smem, b, n, q_rows, block_kv: int, rate: float):
+    self.ref, self.smem, self.b, self.n = ref, smem, b, n
+    self.q_rows, self.bk, self.rate = q_rows, block_kv, rate
+
+  def _store(self, ki):
+    plgpu.copy_smem_to_gmem(
+        self.smem, self.ref.at[self.b, self.n, self.q_rows,
+                               pl.ds(ki * self.bk, self.bk)])
+
+  def zero_skipped(self, item: fwd.Item):
+    """Zeros into the tiles of the rows that the item's steps skip."""
+    self.smem[...] = plgpu.layout_cast(
+        jnp.zeros(self.smem.shape, self.smem.dtype), WGMMA)
+    plgpu.commit_smem()
+    pl.loop(0, item.first)(self._store)
+    pl.loop(item.last, self.ref.shape[-1] // self.bk)(self._store)
+
+  def put(self, ds_logits, ki):
+    """A step's dS of the logits [block_q, block_kv] f32 -> kv tile ki."""
+    if self.rate > 0.0:  # the dQ kernel's dS / r (module docstring)
+      ds_logits = ds_logits * (1.0 / (1.0 - self.rate))
+    plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last store read
+    self.smem[...] = ds_logits.astype(self.smem.dtype)
+    plgpu.commit_smem()
+    self._store(ki)
+
+
 def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                *refs, spec: masks.MaskSpec, scale: float, cap: float | None,
                cfg: MosaicBackwardConfig, group: int, num_q_tiles: int,
-               interpret: bool, alibi: bool, rate: float):
+               interpret: bool, alibi: bool, rate: float, bias: bool,
+               dbias: bool = False):
   """One CTA: ``C * block_q`` query rows of head ``heads``; loops over the
-  kv tiles of the tile table (causal: launched longest first)."""
+  kv tiles of the tile table (causal: launched longest first).  ``bias``:
+  then the bias operand, read through the K / V ring (``fwd.BiasRing``,
+  query-major, copied with V: the forward's tiles); ``dbias``: then its
+  gradient, a second output (``_DbiasTiles``)."""
   q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
   drop = fwd.DropoutTiles.pop(refs, rate,
                               (cfg.block_q_dq, cfg.block_kv_dq), 0)
-  dq_ref, smem, barriers = refs
+  bias_ref = refs.pop(0) if bias else None
+  dq_ref, *dbias_ref, smem, barriers = refs
   q_smems, do_smems, k_smems, v_smems, *xchg_smem = smem
   q_bars, do_bars, k_bars, v_bars, *interpret_bars = barriers
+  # the bias: its ring [stages, C * block_q, block_kv], then dbias's
+  # staging tiles [C, block_q, block_kv] (the last smem)
+  dbias_smem = xchg_smem.pop() if dbias else None
+  ring = None
+  if bias_ref is not None:
+    ring = fwd.BiasRing(bias_ref, xchg_smem.pop(), interpret_bars.pop())
   # dropout: the column keys of each step's key tile come with K
   key_smem = xchg_smem.pop() if drop is not None else None
   key_bars = interpret_bars.pop() if drop is not None else None
@@ -1205,6 +1321,11 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       q_seg = segment_ids(q_seg_ref, b, pl.ds(q_base, bq), (bq, bk), 0)
     if drop is not None:  # the keys of the CTA's rows
       drop_rows = drop.rows(b, n, pl.ds(q_base, bq))
+    dbias_tiles = None
+    if dbias:  # (zeros into the skipped tiles: before the steps)
+      dbias_tiles = _DbiasTiles(dbias_ref[0], dbias_smem.at[w], b, n,
+                                pl.ds(q_base, bq), bk, rate)
+      dbias_tiles.zero_skipped(item)
     dq = plgpu.layout_cast(jnp.zeros((bq, qo.width), jnp.float32), WGMMA)
     xchg = None
     if cfg.split_head_dim:
@@ -1227,6 +1348,10 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       plgpu.barrier_wait(k_bars.at[slot])
       plgpu.barrier_wait(v_bars.at[slot])
       stagger.wait(j)
+      bias_logits = None
+      if ring is not None:  # (not split_head_dim) this consumer's rows
+        s_init_j, bias_logits = _bias_terms(
+            s_init_j, lambda: ring.load(slot, w * bq, bq), scale, cap)
 
       visible = lambda: fwd.query_tile_visible(
           spec, item, b, n, q_base, ki, (bq, bk),
@@ -1234,7 +1359,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       probs = functools.partial(  # S -> (P, the soft-cap's tanh?)
           _probs, logits=logits, visible=visible if masked else None,
           alibi=(ab.add_rest if fold else ab.full)
-          if alibi and (xchg is None or w == 0) else None, fold=fold)
+          if alibi and (xchg is None or w == 0) else None, fold=fold,
+          bias=bias_logits)
 
       # -- S = Q K^T and dP - delta = dO V^T - delta  [bq, bk]
       if xchg is None:  # P computed while the dP wgmma runs
@@ -1264,12 +1390,20 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         (dp,) = drop.select([(dp, dp_init)], drop_rows,
                             drop.ring_cols(key_smem, key_bars, slot),
                             interpret)
-      ds = _ds(p, dp, th).astype(dtype)
+      then = None
+      if dbias_tiles is not None:  # dS of the logits, stored while the dQ
+        # GEMM runs
+        ds, ds_logits = _ds(p, dp, th, with_logits=True)
+        then = lambda: dbias_tiles.put(ds_logits, ki)
+      else:
+        ds = _ds(p, dp, th)
+      ds = ds.astype(dtype)
+      if xchg is not None:
+        then = lambda: xchg.put(1, j == 0, ds)
       # -- dQ += dS K  [bq, H] (split_head_dim: [bq, H / C]; dS goes to
       # consumer 1 once this consumer's GEMM is issued: run 167, +6-9%)
       (dq,) = _accumulate((dq,), (lambda: [(ds, qo.narrow(k_smem))],),
-                          interpret, then=None if xchg is None else
-                          lambda: xchg.put(1, j == 0, ds))
+                          interpret, then=then)
       sync.release(0, slot)  # K read
       return dq
 
@@ -1289,7 +1423,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     fwd.load_kv_tiles(item, group, bk, stages, sync, (k_ref, v_ref),
                       (k_smems, v_smems), (k_bars, v_bars),
                       keys=(0, drop.col_ref, key_smem, key_bars)
-                      if drop is not None else None)
+                      if drop is not None else None, bias=ring)
 
     @pl.loop(jnp.maximum(0, item.n_steps - stages), item.n_steps)
     def _(j):
@@ -1307,7 +1441,10 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 
 def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
              params: KernelParams):
-  """(dq, dk, dv) of the forward's (out, lse [B, N, T], +inf masked rows)."""
+  """(dq, dk, dv) of the forward's (out, lse [B, N, T], +inf masked rows);
+  with ``params.bias_grad`` also the dbias partial of the full (T, S) bias
+  [1 | B, 1 | N, T, S]: [B, N, T, S] in the bias dtype (``_DbiasTiles``;
+  the triton backward's contract)."""
   check_supported(params, q, k, v, arrays)
   spec, cap = params.spec, params.logits_soft_cap
   b, t, n, h = q.shape
@@ -1351,11 +1488,16 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   if rate > 0.0:
     keys = fwd.dropout_keys(arrays, tp, sp)
     mask_ops, mask_t = [*mask_ops, *keys], [*mask_t, *keys]
+  bias = arrays.bias is not None  # read by both kernels (``fwd.BiasRing``)
+  dbias = bias and params.bias_grad  # written by the dQ kernel
+  if bias:
+    bias_op = fwd.BiasRing.operand(arrays.bias, tp, sp)
+    mask_ops, mask_t = [*mask_ops, bias_op], [*mask_t, bias_op]
   table = functools.partial(fwd.tile_table, spec, arrays, dense, q_len,
                             kv_len, offset)
   common = dict(spec=spec, scale=float(params.scale), cap=cap, cfg=cfg,
                 group=group, interpret=params.interpret, alibi=alibi,
-                rate=rate)
+                rate=rate, bias=bias)
   stages = cfg.num_stages
   interp = _interpret_barriers(cfg) if params.interpret else ()
 
@@ -1365,8 +1507,9 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   kv_table = table(kv_tiles, tp // cfg.block_q_dkv, rows_kv,
                    cfg.block_q_dkv, kv_major=True)
   bq, bk = cfg.block_q_dkv, cfg.block_kv_dkv
-  kv_smem, kv_bars = _RowTile.allocate(cfg, bk, hp, k.dtype,
-                                      cfg.kv_buffers(hp, q.dtype.itemsize))
+  bias_size = fwd.bias_itemsize(arrays)
+  kv_smem, kv_bars = _RowTile.allocate(
+      cfg, bk, hp, k.dtype, cfg.kv_buffers(hp, q.dtype.itemsize, bias_size))
   smem = [*kv_smem,
           plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED),
           plgpu.SMEM((stages, bq, hp), q.dtype, transforms=_TILED)]
@@ -1405,6 +1548,11 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     if on:
       smem.append(plgpu.SMEM(shape, dtype))
       rings += (plgpu.Barrier(num_arrivals=2, num_barriers=shape[0]),)
+  if bias:  # the key-major bias ring, last: [stages, C, bq, bk]
+    bias_smem, bias_bars = fwd.BiasRing.scratch(stages, bq, bk,
+                                                arrays.bias.dtype, parts=c)
+    smem.append(bias_smem)
+    rings += (bias_bars,)
   dkdv = functools.partial(
       _launch,
       functools.partial(_dkdv_kernel, order=order,
@@ -1442,23 +1590,39 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   bq, bk = cfg.block_q_dq, cfg.block_kv_dq
   q_smem, q_bars = _RowTile.allocate(dq_cfg, bq, hp, q.dtype)
   dq_interp = _interpret_barriers(dq_cfg) if params.interpret else ()
-  dq = _launch(
-      functools.partial(_dq_kernel, num_q_tiles=q_tiles,
+  dq_c = dq_cfg.consumers
+  out_type = [jax.ShapeDtypeStruct((b, tp, n, hp), q.dtype)]
+  bias_smem, bias_bars = [], []  # the bias ring (query-major), last; then
+  if bias:  # dbias's staging tiles [C, bq, bk]
+    ring_smem, ring_bars = fwd.BiasRing.scratch(stages, dq_c * bq, bk,
+                                                arrays.bias.dtype)
+    bias_smem, bias_bars = [ring_smem], [ring_bars]
+  if dbias:
+    bias_smem.append(plgpu.SMEM((dq_c, bq, bk), arrays.bias.dtype,
+                                transforms=_TILED))
+    out_type.append(jax.ShapeDtypeStruct((b, n, tp, sp), arrays.bias.dtype))
+  dq, *dbias_out = _launch(
+      functools.partial(_dq_kernel, num_q_tiles=q_tiles, dbias=dbias,
                         **{**common, "cfg": dq_cfg}),
       "pallas_flash_mosaic_dq",
       [q, k, v, do, lse2, delta, q_table, *mask_ops],
-      out_type=jax.ShapeDtypeStruct((b, tp, n, hp), q.dtype),
+      out_type=tuple(out_type),
       order=(("heads", n), ("q_tiles", q_tiles), ("batch", b)),
-      consumers=dq_cfg.consumers,
+      consumers=dq_c,
       smem=(*q_smem,
             plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED),
             plgpu.SMEM((stages, bk, hp), k.dtype, transforms=_TILED),
             *([_Exchange.allocate((bq, bk), q.dtype, with_p=False)]
               if cfg.split_head_dim else []),
-            *([plgpu.SMEM((stages, bk), jnp.int32)] if rate > 0.0 else [])),
+            *([plgpu.SMEM((stages, bk), jnp.int32)] if rate > 0.0 else []),
+            *bias_smem),
       barriers=(*q_bars,
                 plgpu.Barrier(num_barriers=stages),
                 plgpu.Barrier(num_barriers=stages), *dq_interp,
-                *([plgpu.Barrier(num_barriers=stages)] if rate > 0.0 else [])),
+                *([plgpu.Barrier(num_barriers=stages)] if rate > 0.0 else []),
+                *bias_bars),
       interpret=params.interpret)
-  return dq[:, :t, :, :h], dk[:, :s, :, :h], dv[:, :s, :, :h]
+  grads = (dq[:, :t, :, :h], dk[:, :s, :, :h], dv[:, :s, :, :h])
+  if dbias:
+    return (*grads, dbias_out[0][:, :, :t, :s])
+  return grads

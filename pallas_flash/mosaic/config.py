@@ -472,14 +472,16 @@ class MosaicBackwardConfig:
                                or self.consumers, dq_consumers=None,
                                dkdv_registers=None)
 
-  def kv_buffers(self, head_dim: int, itemsize: int = 2) -> int:
+  def kv_buffers(self, head_dim: int, itemsize: int = 2,
+                 bias_itemsize: int = 0) -> int:
     """K / V tile sets of the dK/dV kernel: 2 where ``persistent`` (the next
     item's tiles load while this one runs) and they fit in shared memory
     (not with ``split_head_dim``), else 1."""
     if not self.persistent or self.split_head_dim:
       return 1
     keys = math.prod(self.key_ring_shape) * 4  # (int32; with dropout)
-    fits = self._smem_bytes(head_dim, itemsize, 2) + keys <= 227 * 1024
+    fits = self._smem_bytes(head_dim, itemsize, 2,
+                            bias_itemsize) + keys <= 227 * 1024
     return 2 if fits else 1
 
   @property
@@ -495,12 +497,16 @@ class MosaicBackwardConfig:
     ``prefetch_rows`` (its rows are copied a step ahead of Q / dO)."""
     return (self.num_stages + self.prefetch_rows, 2, self.block_q_dkv)
 
-  def smem_bytes(self, head_dim: int, itemsize: int = 2) -> int:
-    """Shared memory of the larger of the two kernels."""
-    return self._smem_bytes(head_dim, itemsize,
-                            self.kv_buffers(head_dim, itemsize))
+  def smem_bytes(self, head_dim: int, itemsize: int = 2,
+                 bias_itemsize: int = 0) -> int:
+    """Shared memory of the larger of the two kernels; ``bias_itemsize`` >
+    0: with a bias of that many bytes an element (``bias_bytes``)."""
+    return self._smem_bytes(
+        head_dim, itemsize,
+        self.kv_buffers(head_dim, itemsize, bias_itemsize), bias_itemsize)
 
-  def _smem_bytes(self, head_dim: int, itemsize: int, kv_buffers: int):
+  def _smem_bytes(self, head_dim: int, itemsize: int, kv_buffers: int,
+                  bias_itemsize: int = 0):
     """The larger kernel's bytes: each kernel counts only its own buffers
     (the fused kernel is the only one, so the dQ kernel's K / V ring never
     counts there; until run 202 it did, and a fused d128 config with
@@ -520,7 +526,53 @@ class MosaicBackwardConfig:
       dq = 0
     if self.row_ring:  # the dK/dV kernel's lse2 / delta rows (f32)
       dkdv += math.prod(self.row_ring_shape) * 4
+    if bias_itemsize:
+      dkdv_bias, dq_bias = self.bias_bytes(bias_itemsize)
+      dkdv += dkdv_bias
+      dq += dq_bias if dq else 0
     return max(dkdv, dq) + 1024
+
+  def bias_bytes(self, itemsize: int = 2) -> tuple[int, int]:
+    """(dK/dV kernel, dQ kernel) shared memory of a bias (``backward``,
+    ``forward.BiasRing``): each kernel's bias ring, one tile per stage of
+    the step's query rows against the CTA's keys ([block_q_dkv, consumers
+    * block_kv_dkv] in the dK/dV kernel, [dq consumers * block_q_dq,
+    block_kv_dq] in the dQ kernel), and the dQ kernel's dbias staging, a
+    [block_q_dq, block_kv_dq] tile per consumer (counted with or without a
+    gradient of the bias: the backend is chosen before that is known)."""
+    dkdv = self.num_stages * self.block_q_dkv * self.consumers * (
+        self.block_kv_dkv)
+    dq = (self.num_stages + 1) * self.dq_kernel().consumers * (
+        self.block_q_dq * self.block_kv_dq)
+    return dkdv * itemsize, dq * itemsize
+
+  def with_bias(self, head_dim: int, itemsize: int = 2
+                ) -> "MosaicBackwardConfig":
+    """This config in the form that takes a bias (two kernels, not
+    ``split_head_dim``: the bias ring and dbias are built into those), with
+    room for the bias in 227 KiB: the same one where it fits, else, in
+    order, 64-key dQ steps, 64-row dK/dV steps, not persistent.  The fused
+    kernel's entries (d64) become two kernels with their tiles (128-row
+    dK/dV steps, 128-key dQ steps, the row ring, persistent; bitwise
+    deterministic either way).  ``split_head_dim`` (d256) stays: it does
+    not fit a bias ring beside its exchange tiles (``check_supported``
+    sends it to the triton backward).  Not measured yet (issue 50), with a
+    2-byte bias (``smem_bytes``): d64 193 / 195 KiB (dQ / dK/dV kernel),
+    d128 177 / 162 KiB with 64-key dQ steps (the table's 128-key steps
+    would need 289 KiB)."""
+    fits = lambda cfg: (cfg.smem_bytes(head_dim, bias_itemsize=itemsize)
+                        <= 227 * 1024)
+    cfg = self
+    if cfg.split_head_dim:
+      return cfg
+    if cfg.one_kernel:
+      cfg = dataclasses.replace(cfg, fused=False, deterministic=True)
+    for change in (dict(block_kv_dq=64), dict(block_q_dkv=64),
+                   dict(persistent=False)):
+      if fits(cfg):
+        return cfg
+      cfg = dataclasses.replace(cfg, **change)
+    return cfg
 
   @classmethod
   def default(cls, head_dim: int, causal: bool, dropout: bool = False,

@@ -193,19 +193,20 @@ def check_supported(params: KernelParams, q, k, v,
 
 
 def check_bias(arrays: masks.MaskArrays | None, q, k, fp8: bool) -> None:
-  """NotImplementedError for a bias the forward's bias ring cannot read
-  (the dispatcher falls back to triton): it takes a float16 / bfloat16
-  bias with full query and key dims, [1 | B, 1 | N, T, S]."""
+  """NotImplementedError for a bias the bias ring (``BiasRing``, the
+  forward's and the backward's) cannot read (the dispatcher falls back to
+  triton): it takes a float16 / bfloat16 bias with full query and key
+  dims, [1 | B, 1 | N, T, S]."""
   if arrays is None or arrays.bias is None:
     return
   bias = arrays.bias
   if fp8 or jnp.dtype(bias.dtype) not in _DTYPES:
     raise NotImplementedError(
-        f"the mosaic forward takes a float16 / bfloat16 bias with float16 / "
+        f"the mosaic kernels take a float16 / bfloat16 bias with float16 / "
         f"bfloat16 q, k, v; got a {bias.dtype} bias, {q.dtype} inputs")
   if bias.shape[2:] != (q.shape[1], k.shape[1]):
     raise NotImplementedError(
-        f"the mosaic forward takes a bias with full query and key dims "
+        f"the mosaic kernels take a bias with full query and key dims "
         f"[1 | B, 1 | N, T, S], got {list(bias.shape)} for T={q.shape[1]}, "
         f"S={k.shape[1]}")
 
@@ -778,23 +779,41 @@ class BiasRing:
   ``ref``: the bias [Bb, Nb, Tp, Sp] in its own dtype (float16 /
   bfloat16), Bb and Nb 1 where broadcast (a size-1 dim reads index 0: the
   same tile for every batch row / head), zero-padded to whole tiles.
-  ``smem``: [stages, rows, block_kv], one slot per ring stage: the step's
-  [rows, block_kv] tile for all the CTA's rows (consumers * block_q), one
-  TMA copy with the V tile of the step, on its own "loaded" barrier
-  (``bars``), freed with the V slot: the consumers read it while their S
-  GEMM of the step runs, before their P V GEMM releases V."""
+  ``smem``: one slot per ring stage, each on its own "loaded" barrier
+  (``bars``), freed with the ring slot it is copied beside.  Query-major
+  (the forward, the backward's dQ kernel): [stages, rows, block_kv], the
+  step's tile of all the CTA's rows (consumers * block_q), one TMA copy
+  with the V tile (freed with the V slot: the consumers read it before
+  their P V GEMM, the dQ kernel's before its V slot's release).  Key-major
+  (the dK/dV kernel, ``parts`` = consumers): [stages, parts, block_q,
+  block_kv], consumer w's [block_q, block_kv] tile of the step's query rows
+  against its keys, ``parts`` TMA copies with Q / dO (``copy_parts``),
+  read transposed (``load_transposed``)."""
 
-  def __init__(self, ref, smem, bars, rows: int, block_kv: int):
+  def __init__(self, ref, smem, bars):
     self.ref, self.smem, self.bars = ref, smem, bars
-    self.rows, self.block_kv = rows, block_kv
+    self.rows, self.block_kv = smem.shape[-2:]
+
+  def _copy(self, b, n, rows, cols, dst, slot):
+    bb = b if self.ref.shape[0] > 1 else 0
+    nb = n if self.ref.shape[1] > 1 else 0
+    plgpu.copy_gmem_to_smem(self.ref.at[bb, nb, rows, cols], dst,
+                            self.bars.at[slot])
 
   def copy(self, item: Item, kt, slot):
     """Producer: the tile of the item's rows and kv tile kt into ``slot``."""
-    bb = item.b if self.ref.shape[0] > 1 else 0
-    nb = item.n if self.ref.shape[1] > 1 else 0
-    src = self.ref.at[bb, nb, pl.ds(item.qt * self.rows, self.rows),
-                      pl.ds(kt * self.block_kv, self.block_kv)]
-    plgpu.copy_gmem_to_smem(src, self.smem.at[slot], self.bars.at[slot])
+    self._copy(item.b, item.n, pl.ds(item.qt * self.rows, self.rows),
+               pl.ds(kt * self.block_kv, self.block_kv), self.smem.at[slot],
+               slot)
+
+  def copy_parts(self, b, n, q_rows, first_key, slot):
+    """Producer (key-major ring): query rows ``q_rows`` of (b, n) against
+    block_kv keys from first_key + w * block_kv into part w of ``slot``,
+    one TMA copy per part (the slot's barrier takes one arrival each)."""
+    for w in range(self.smem.shape[1]):
+      self._copy(b, n, q_rows,
+                 pl.ds(first_key + w * self.block_kv, self.block_kv),
+                 self.smem.at[slot, w], slot)
 
   def load(self, slot, row0, block_q: int):
     """Consumer: rows row0.. of slot's tile, once landed, in the bias dtype
@@ -803,18 +822,29 @@ class BiasRing:
     plgpu.barrier_wait(self.bars.at[slot])
     return plgpu.load(self.smem.at[slot, pl.ds(row0, block_q)], layout=WGMMA)
 
+  def load_transposed(self, slot, w):
+    """Consumer w (key-major ring): its part of slot's tile, once landed,
+    as [block_kv, block_q] in the WGMMA accumulator layout, the layout of
+    the dK/dV kernel's S^T (``ldmatrix.trans`` from the swizzled tile)."""
+    plgpu.barrier_wait(self.bars.at[slot])
+    return plgpu.load(self.smem.at[slot, w].transpose((1, 0)), layout=WGMMA)
+
   @staticmethod
   def logits(tile):
     """A loaded tile as base-2 logits: f32, x log2 e."""
     return tile.astype(jnp.float32) * _LOG2E
 
   @staticmethod
-  def scratch(num_stages: int, rows: int, block_kv: int, dtype):
-    """(its smem, its barriers) for the kernel's scratch."""
-    return (plgpu.SMEM((num_stages, rows, block_kv), dtype,
+  def scratch(num_stages: int, rows: int, block_kv: int, dtype,
+              parts: int = 0):
+    """(its smem, its barriers) for the kernel's scratch; ``parts`` > 0:
+    the key-major ring of that many parts."""
+    shape = (num_stages, *((parts,) if parts else ()), rows, block_kv)
+    return (plgpu.SMEM(shape, dtype,
                        transforms=(plgpu.TilingTransform((8, 64)),
                                    plgpu.SwizzleTransform(128))),
-            plgpu.Barrier(num_barriers=num_stages))
+            plgpu.Barrier(num_arrivals=max(parts, 1),
+                          num_barriers=num_stages))
 
   @staticmethod
   def operand(bias, tp: int, sp: int):
@@ -1033,8 +1063,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
     q_bars, k_bars, v_bars, *interpret_bars = barriers
     ring = None  # the bias ring: the last smem and barriers (``_scratch``)
     if bias_ref is not None:
-      ring = BiasRing(bias_ref, key_smem.pop(), interpret_bars.pop(),
-                      consumers * bq, bk)
+      ring = BiasRing(bias_ref, key_smem.pop(), interpret_bars.pop())
     # dropout: the column keys of each step's key tile, [num_stages, bk]
     # int32, copied into the ring with V (``load_kv_tiles``)
     key_smem = key_smem[0] if drop is not None else None
