@@ -33,8 +33,8 @@ from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 def _without_dq(real_launch):
   """A ``backward._launch`` that returns zeros for the dQ kernel."""
   def launch(kernel, name, operands, out_type, *a, **kw):
-    if name == "pallas_flash_mosaic_dq":
-      return jnp.zeros(out_type.shape, out_type.dtype)
+    if name == "pallas_flash_mosaic_dq":  # dQ (and dbias, with a bias)
+      return jax.tree.map(lambda t: jnp.zeros(t.shape, t.dtype), out_type)
     return real_launch(kernel, name, operands, out_type, *a, **kw)
   return launch
 

@@ -162,9 +162,11 @@ def main(argv=None):
 
   def child(spec_variant):  # each cell in its own process: its lines alone
     spec, variant = spec_variant
+    # Several children share the GPU: none may preallocate most of it.
+    env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     run = subprocess.run([sys.executable, "-m", "tools.ptxas_report",
                           "--one", spec, "--one-variant", variant],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=env)
     name = cell_of(spec).name + (f" [{variant}]" if variant else "")
     return name, run.returncode, f"{_MARK}{name}\n{run.stdout}\n{run.stderr}\n"
 
@@ -172,6 +174,9 @@ def main(argv=None):
     done = list(pool.map(child, specs))
   text = "".join(out for _, _, out in done)
   failed = [name for name, rc, _ in done if rc != 0]
+  for name, rc, out in done:
+    if rc != 0:  # the child's last lines say why
+      print(f"{name} failed:", *out.strip().splitlines()[-3:], sep="\n  ")
   rows = parse(text)
   out = table(rows)
   print(out)
