@@ -16,12 +16,20 @@ Backward time = (fwd+bwd) - fwd; backward FLOPs = 2.5 x forward FLOPs
 against cuDNN's (relative L2 error) before timing.
 
   PYTHONPATH=$PWD python3 benchmarks/bwd_bench.py [--cells d128-16k-C,...]
-      [--variant block_q_dkv=128,num_stages=3 ...] [--alibi]
+      [--variant block_q_dkv=128,num_stages=3 ...] [--alibi] [--bias]
       [--dropout 0.1] [--only "ours,ours alibi,cudnn"] [--out DIR]
 
 ``--alibi`` adds ours and ours-triton with ALiBi slopes (Press et al.'s
 2^(-8 i / N)); their gradients are checked against each other, and ALiBi's
 cost is ours alibi against ours in the same run.
+
+``--bias`` adds a [1, N, T, S] bf16 bias (normal x 0.5) as an argument,
+differentiated, to ours (the Mosaic kernels' bias rings and dbias), triton
+and cuDNN (``ours bias``, ``triton bias``, ``cudnn bias``); the variants
+take it too (each config as the dispatcher adapts it for a bias,
+``with_bias``).  Their gradients, dbias included, are checked against
+``cudnn bias``'s; the bias's cost is ours bias against ours in the same run
+(issue 50: fwd+bwd >= 0.8).
 
 Prints a short table last; with --out writes a log and a JSON of results.
 """
@@ -56,9 +64,15 @@ def cell_name(h, t, causal):
 
 
 def _ours(causal, implementation, config=None, **kw):
-  return lambda q, k, v: pf.flash_attention(
-      q, k, v, is_causal=causal, implementation=implementation, config=config,
-      **kw)
+  """f(q, k, v[, bias])."""
+  return lambda q, k, v, *bias: pf.flash_attention(
+      q, k, v, *bias, is_causal=causal, implementation=implementation,
+      config=config, **kw)
+
+
+def takes_bias(name: str, bias: bool) -> bool:
+  """Whether ``cell_impls``'s ``name`` is called with the bias."""
+  return name.endswith(" bias") or (bias and name.startswith("ours["))
 
 
 _BWD_FIELDS = {f.name for f in dataclasses.fields(MosaicBackwardConfig)}
@@ -72,11 +86,18 @@ def split_variant(v):
   return fwd, {k: x for k, x in v.items() if k in _BWD_FIELDS}
 
 
-def cell_impls(h, t, causal, variants, n, alibi, dropout=0.0):
-  """{name: f(q, k, v) -> out}: ours (default and variants), triton, cuDNN,
-  tokamax; with ``alibi`` also ours and triton with ALiBi; with ``dropout``
-  also ours and triton with that rate, and the variants take it too."""
+def cell_impls(h, t, causal, variants, n, alibi, dropout=0.0, bias=False):
+  """{name: f(q, k, v[, bias]) -> out}: ours (default and variants),
+  triton, cuDNN, tokamax; with ``alibi`` also ours and triton with ALiBi;
+  with ``dropout`` also ours and triton with that rate, and the variants
+  take it too; with ``bias`` also ours, triton and cuDNN called with the
+  bias (``takes_bias``), and the variants take it too."""
   impls = {"ours": _ours(causal, "mosaic")}
+  if bias:
+    impls["ours bias"] = _ours(causal, "mosaic")
+    impls["triton bias"] = _ours(causal, "triton")
+    impls["cudnn bias"] = lambda q, k, v, b: jax.nn.dot_product_attention(
+        q, k, v, bias=b, is_causal=causal, implementation="cudnn")
   drop = (dict(dropout_rate=dropout, dropout_rng=jax.random.key(7))
           if dropout else {})
   if dropout:
@@ -112,8 +133,10 @@ COMPILE_OPTIONS = {"cudnn det": peers.IMPLS["cudnn-det"].compile_options}
 
 
 def fwd_bwd(f):
-  def g(q, k, v, do):
-    out, vjp = jax.vjp(f, q, k, v)
+  """jit of (*inputs, do) -> the gradients of every input."""
+  def g(*args):
+    *inputs, do = args
+    out, vjp = jax.vjp(f, *inputs)
     return vjp(do)
   return jax.jit(g)
 
@@ -124,25 +147,28 @@ def rel_l2(a, b):
 
 
 def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
-               dropout=0.0):
+               dropout=0.0, bias=False):
   b, n, (q, k, v), flops = cell_inputs(h, t, causal)
   do = jax.random.normal(jax.random.key(99), q.shape, jnp.bfloat16)
+  bias_arr = 0.5 * jax.random.normal(jax.random.key(98), (1, n, t, t),
+                                     jnp.bfloat16) if bias else None
   calls, errors, rows, kernels = {}, {}, [], {}
   ref = None
   for name, f in cell_impls(h, t, causal, variants, n, alibi,
-                            dropout).items():
+                            dropout, bias).items():
     if only and name not in only:
       continue
+    args = (q, k, v, bias_arr) if takes_bias(name, bias) else (q, k, v)
     try:
       options = COMPILE_OPTIONS.get(name)
-      fb = fwd_bwd(f).lower(q, k, v, do).compile(options)
-      fw = jax.jit(f).lower(q, k, v).compile(options)
+      fb = fwd_bwd(f).lower(*args, do).compile(options)
+      fw = jax.jit(f).lower(*args).compile(options)
       kernels[name] = mosaic_bench.mosaic_kernels(fb)  # ours: 1 = fell back
-      grads = jax.block_until_ready(fb(q, k, v, do))
+      grads = jax.block_until_ready(fb(*args, do))
       if name == "cudnn":
         ref = grads
-      calls[name] = (fw, (q, k, v))
-      calls[name + " fb"] = (fb, (q, k, v, do))
+      calls[name] = (fw, args)
+      calls[name + " fb"] = (fb, (*args, do))
       errors[name] = grads
     except Exception as e:  # a variant that does not fit / lower
       log(f"  {name}: failed: {type(e).__name__}: {str(e)[:300]}")
@@ -154,6 +180,10 @@ def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
   refs.update({name: errors.get("triton dropout") for name in errors
                if "dropout" in name or (dropout and name.startswith("ours["))})
   refs["triton dropout"] = None
+  # bias (dbias too): against cuDNN's with the bias
+  refs.update({name: errors.get("cudnn bias") for name in errors
+               if takes_bias(name, bias) and name != "cudnn bias"})
+  refs["cudnn bias"] = None
   errors = {name: float("nan") if refs[name] is None else
             max(rel_l2(g, r) for g, r in zip(grads, refs[name]))
             for name, grads in errors.items()}
@@ -196,6 +226,21 @@ def table(rows):
         f"{get('ours', 'fwdbwd_tflops') / get('cudnn', 'fwdbwd_tflops'):.2f} | "
         f"{get('cudnn det', 'bwd_tflops'):.0f} | "
         f"{get('ours', 'bwd_tflops') / get('cudnn det', 'bwd_tflops'):.2f} |")
+  if any(r["impl"] == "ours bias" for r in rows):
+    lines += ["", "| cell | bias / none fwd+bwd (goal 0.8) | cuDNN bias / ours "
+              "bias fwd+bwd (goal 1.5) | best variant with bias / none "
+              "fwd+bwd |", "|---" * 4 + "|"]
+    for cell, rs in by_cell.items():
+      if "ours bias" not in rs or "ours" not in rs:
+        continue
+      ours = rs["ours"]["fwdbwd_ms"]
+      variants = [r["fwdbwd_ms"] for name, r in rs.items()
+                  if name.startswith("ours[")]
+      best = (f"{ours / min(variants):.2f}" if variants else "-")
+      cudnn = (f"{rs['cudnn bias']['fwdbwd_ms'] / rs['ours bias']['fwdbwd_ms']:.2f}"
+               if "cudnn bias" in rs else "-")
+      lines.append(f"| {cell} | {ours / rs['ours bias']['fwdbwd_ms']:.2f} | "
+                   f"{cudnn} | {best} |")
   if any(r["impl"] == "ours alibi" for r in rows):
     lines += ["", "| cell | ALiBi / none fwd | ALiBi / none fwd+bwd | "
               "ours ALiBi / triton ALiBi fwd+bwd |", "|---" * 4 + "|"]
@@ -228,6 +273,9 @@ def main():
   ap.add_argument("--min-ms", type=float, default=40.0)
   ap.add_argument("--alibi", action="store_true",
                   help="also ours and triton with ALiBi slopes")
+  ap.add_argument("--bias", action="store_true",
+                  help="also ours, triton and cuDNN with a [1, N, T, S] "
+                  "bias (dbias too); the variants take it too")
   ap.add_argument("--dropout", type=float, default=0.0,
                   help="also ours and triton with this dropout rate; the "
                   "variants take it too")
@@ -247,7 +295,7 @@ def main():
       continue
     log(cell_name(h, t, causal))
     rows += bench_cell(h, t, causal, variants, args.reps, args.min_ms,
-                       args.alibi, only, args.dropout)
+                       args.alibi, only, args.dropout, args.bias)
   text = table(rows)
   log(text)
   if args.out:

@@ -4,9 +4,12 @@ import dataclasses
 import json
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from benchmarks import bwd_bench, run, workloads
+import pallas_flash as pf
 
 
 def test_smoke_table(tmp_path):
@@ -172,6 +175,35 @@ def test_bwd_bench_only_keeps_variant_names_whole():
   assert bwd_bench.parse_only("ours,cudnn det,ours[a=1,b=2],ours[c=3]") == (
       "ours", "cudnn det", "ours[a=1,b=2]", "ours[c=3]")
   assert bwd_bench.parse_only("") == ()
+
+
+def test_bwd_bench_bias_rows_differentiate_the_bias():
+  """--bias: ours, triton, cuDNN and the variants are called with the bias
+  as an argument and return its gradient (the reference's, on the CPU's
+  fallback path); the table reports the bias's cost."""
+  impls = bwd_bench.cell_impls(64, 64, True, [{"block_q_dkv": 64}], 2,
+                               alibi=False, bias=True)
+  with_bias = {name for name in impls if bwd_bench.takes_bias(name, True)}
+  assert with_bias == {"ours bias", "triton bias", "cudnn bias",
+                       "ours[block_q_dkv=64]"}
+  ks = jax.random.split(jax.random.key(0), 5)
+  q, k, v, do = (jax.random.normal(kk, (1, 64, 2, 64), jnp.bfloat16)
+                 for kk in ks[:4])
+  bias = jax.random.normal(ks[4], (1, 2, 64, 64), jnp.bfloat16)
+  f32 = lambda xs: [x.astype(jnp.float32) for x in xs]
+  want = bwd_bench.fwd_bwd(lambda q, k, v, b: pf.flash_attention(
+      q, k, v, b, is_causal=True, implementation="xla"))(
+          *f32((q, k, v, bias, do)))
+  for name in ("ours bias", "ours[block_q_dkv=64]"):  # the Mosaic kernels,
+    got = bwd_bench.fwd_bwd(impls[name])(q, k, v, bias, do)  # interpreted
+    assert len(got) == 4
+    for g, w in zip(f32(got), want):
+      assert bwd_bench.rel_l2(g, w) < 2e-2
+  row = lambda impl, ms: dict(cell="d64-0k-C", impl=impl, fwdbwd_ms=ms,
+                              bwd_tflops=1.0, fwdbwd_tflops=1.0)
+  text = bwd_bench.table([row("ours", 8.0), row("ours bias", 10.0),
+                          row("cudnn bias", 20.0), row("cudnn", 9.0)])
+  assert "| d64-0k-C | 0.80 | 2.00 | - |" in text
 
 
 def test_bwd_split_times_both_kernels_on_cpu():
