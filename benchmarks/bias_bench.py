@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks import workloads
+from benchmarks.bwd_bench import rel_l2
 from benchmarks.timing import interleaved_samples, paired_ratio, summarise
 import pallas_flash as pf
 
@@ -67,16 +68,6 @@ def fwd_bwd(f, nargs):
     _, vjp = jax.vjp(f, *xs[:nargs])
     return vjp(do)
   return jax.jit(g)
-
-
-@jax.jit
-def _rel_l2(a, b):  # one fusion: no f32 copy of a 16k x 16k dbias
-  a, b = a.astype(jnp.float32), b.astype(jnp.float32)
-  return jnp.sqrt(jnp.sum(jnp.square(a - b)) / jnp.sum(jnp.square(b)))
-
-
-def rel_l2(a, b):
-  return float(_rel_l2(a, b))
 
 
 def jax_impls(causal, t):
