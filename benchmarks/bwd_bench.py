@@ -152,18 +152,38 @@ def rel_l2(a, b):
   return float(_rel_l2(a, b))
 
 
+def reference(name: str, dropout: float = 0.0, bias: bool = False):
+  """The row whose gradients ``name``'s are checked against (None: none):
+  cuDNN's; ALiBi rows triton's ALiBi, dropout rows (and the variants under
+  --dropout) triton's dropout (the same keep bits), rows with the bias
+  cuDNN's with the bias (dbias too)."""
+  if name in ("triton alibi", "triton dropout", "cudnn bias"):
+    return None
+  if takes_bias(name, bias):
+    return "cudnn bias"
+  if "dropout" in name or (dropout and name.startswith("ours[")):
+    return "triton dropout"
+  if "alibi" in name:
+    return "triton alibi"
+  return "cudnn"
+
+
 def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
                dropout=0.0, bias=False):
   b, n, (q, k, v), flops = cell_inputs(h, t, causal)
   do = jax.random.normal(jax.random.key(99), q.shape, jnp.bfloat16)
   bias_arr = 0.5 * jax.random.normal(jax.random.key(98), (1, n, t, t),
                                      jnp.bfloat16) if bias else None
-  calls, errors, rows, kernels = {}, {}, [], {}
-  ref = None
-  for name, f in cell_impls(h, t, causal, variants, n, alibi,
-                            dropout, bias).items():
-    if only and name not in only:
-      continue
+  impls = {name: f for name, f in cell_impls(h, t, causal, variants, n, alibi,
+                                             dropout, bias).items()
+           if not only or name in only}
+  refs = {name: reference(name, dropout, bias) for name in impls}
+  # The references first, their gradients kept; every other row's compared
+  # as it comes and dropped (a [1, N, T, S] dbias is 8 GiB at S16k N16).
+  order = sorted(impls, key=lambda name: name not in refs.values())
+  calls, errors, rows, kernels, kept = {}, {}, [], {}, {}
+  for name in order:
+    f = impls[name]
     args = (q, k, v, bias_arr) if takes_bias(name, bias) else (q, k, v)
     try:
       options = COMPILE_OPTIONS.get(name)
@@ -171,28 +191,18 @@ def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
       fw = jax.jit(f).lower(*args).compile(options)
       kernels[name] = mosaic_bench.mosaic_kernels(fb)  # ours: 1 = fell back
       grads = jax.block_until_ready(fb(*args, do))
-      if name == "cudnn":
-        ref = grads
+      if name in refs.values():
+        kept[name] = grads
+      ref = kept.get(refs[name])
+      errors[name] = (float("nan") if ref is None else
+                      max(rel_l2(g, r) for g, r in zip(grads, ref)))
+      del grads
       calls[name] = (fw, args)
       calls[name + " fb"] = (fb, (*args, do))
-      errors[name] = grads
     except Exception as e:  # a variant that does not fit / lower
       log(f"  {name}: failed: {type(e).__name__}: {str(e)[:300]}")
-  refs = {name: ref for name in errors}  # ALiBi: against triton's ALiBi
-  refs.update({name: errors.get("triton alibi") for name in errors
-               if "alibi" in name and name != "triton alibi"})
-  refs["triton alibi"] = None
-  # dropout: against triton's dropout (the same keep bits)
-  refs.update({name: errors.get("triton dropout") for name in errors
-               if "dropout" in name or (dropout and name.startswith("ours["))})
-  refs["triton dropout"] = None
-  # bias (dbias too): against cuDNN's with the bias
-  refs.update({name: errors.get("cudnn bias") for name in errors
-               if takes_bias(name, bias) and name != "cudnn bias"})
-  refs["cudnn bias"] = None
-  errors = {name: float("nan") if refs[name] is None else
-            max(rel_l2(g, r) for g, r in zip(grads, refs[name]))
-            for name, grads in errors.items()}
+  del kept
+  errors = {name: errors[name] for name in impls if name in errors}
   times = time_interleaved(calls, reps, min_ms / 1e3)
   for name in errors:
     fwd_s, fb_s = times[name][0], times[name + " fb"][0]
