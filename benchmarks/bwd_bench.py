@@ -26,8 +26,10 @@ cost is ours alibi against ours in the same run.
 ``--bias`` adds a [1, N, T, S] bf16 bias (normal x 0.5) as an argument,
 differentiated, to ours (the Mosaic kernels' bias rings and dbias), triton
 and cuDNN (``ours bias``, ``triton bias``, ``cudnn bias``); the variants
-take it too (each config as the dispatcher adapts it for a bias,
-``with_bias``).  Their gradients, dbias included, are checked against
+take it too: their fields replace those of the configs the dispatcher
+picks for a bias (the defaults' ``with_bias``; a config given explicitly
+is not adapted, so without this a variant's backward would not fit its
+bias ring and fall back to triton).  Their gradients, dbias included, are checked against
 ``cudnn bias``'s; the bias's cost is ours bias against ours in the same run
 (issue 50: fwd+bwd >= 0.8).
 
@@ -86,6 +88,20 @@ def split_variant(v):
   return fwd, {k: x for k, x in v.items() if k in _BWD_FIELDS}
 
 
+def variant_config(h, causal, t, v, dropout=0.0, bias=False) -> MosaicConfig:
+  """A --variant's whole config: its fields over the defaults the
+  dispatcher picks for the cell (with ``bias``: their ``with_bias``, a
+  bf16 bias's, since an explicit config is not adapted to the bias)."""
+  fwd_cfg = MosaicConfig.default(h, causal, kv_seqlen=t,
+                                 dropout=dropout > 0.0)
+  bwd_cfg = MosaicBackwardConfig.default(h, causal, dropout > 0.0)
+  if bias:
+    fwd_cfg, bwd_cfg = fwd_cfg.with_bias(h), bwd_cfg.with_bias(h)
+  fwd_v, bwd_v = split_variant(v)
+  return dataclasses.replace(fwd_cfg, **fwd_v,
+                             backward=dataclasses.replace(bwd_cfg, **bwd_v))
+
+
 def cell_impls(h, t, causal, variants, n, alibi, dropout=0.0, bias=False):
   """{name: f(q, k, v[, bias]) -> out}: ours (default and variants),
   triton, cuDNN, tokamax; with ``alibi`` also ours and triton with ALiBi;
@@ -109,15 +125,10 @@ def cell_impls(h, t, causal, variants, n, alibi, dropout=0.0, bias=False):
     impls["triton alibi"] = _ours(causal, "triton",
                                   alibi_slopes=alibi_slopes(n))
   # the forward ours dropout runs (d128 with dropout: no softmax overlap)
-  fwd_cfg = MosaicConfig.default(h, causal, kv_seqlen=t,
-                                 dropout=dropout > 0.0)
   for v in variants:
-    fwd_v, bwd_v = split_variant(v)
-    bwd = dataclasses.replace(
-        MosaicBackwardConfig.default(h, causal, dropout > 0.0), **bwd_v)
     name = "ours[" + ",".join(f"{k}={x}" for k, x in v.items()) + "]"
-    impls[name] = _ours(causal, "mosaic", dataclasses.replace(
-        fwd_cfg, **fwd_v, backward=bwd), **drop)
+    impls[name] = _ours(causal, "mosaic",
+                        variant_config(h, causal, t, v, dropout, bias), **drop)
   impls["triton"] = _ours(causal, "triton")
   impls["cudnn"] = lambda q, k, v: jax.nn.dot_product_attention(
       q, k, v, is_causal=causal, implementation="cudnn")

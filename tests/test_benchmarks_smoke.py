@@ -199,6 +199,15 @@ def test_bwd_bench_bias_rows_differentiate_the_bias():
     assert len(got) == 4
     for g, w in zip(f32(got), want):
       assert bwd_bench.rel_l2(g, w) < 2e-2
+  # a variant with the bias: its field over the configs picked for a bias
+  from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
+  cfg = bwd_bench.variant_config(128, False, 16384, {"fwd.block_kv": 64},
+                                 bias=True)
+  picked = MosaicConfig.default(128, False, kv_seqlen=16384).with_bias(128)
+  assert cfg == dataclasses.replace(
+      picked, block_kv=64,
+      backward=MosaicBackwardConfig.default(128, False).with_bias(128))
+  assert cfg.consumers == 2 and cfg.backward.block_kv_dq == 64
   row = lambda impl, ms: dict(cell="d64-0k-C", impl=impl, fwdbwd_ms=ms,
                               bwd_tflops=1.0, fwdbwd_tflops=1.0)
   text = bwd_bench.table([row("ours", 8.0), row("ours bias", 10.0),
