@@ -31,9 +31,9 @@ and cuDNN (``ours bias``, ``triton bias``, ``cudnn bias``); the variants
 take it too: their fields replace those of the configs the dispatcher
 picks for a bias (the defaults' ``with_bias``; a config given explicitly
 is not adapted, so without this a variant's backward would not fit its
-bias ring and fall back to triton).  Their gradients, dbias included, are checked against
-``cudnn bias``'s; the bias's cost is ours bias against ours in the same run
-(issue 50: fwd+bwd >= 0.8).
+bias ring and fall back to triton).  Their gradients, dbias included, are
+checked against ``cudnn bias``'s; the bias's cost is ours bias against
+ours in the same run (issue 50: fwd+bwd >= 0.8).
 
 Prints a short table last; with --out writes a log and a JSON of results.
 """
@@ -129,7 +129,6 @@ def cell_impls(h, t, causal, variants, n, alibi, dropout=0.0, bias=False):
                                 alibi_slopes=alibi_slopes(n))
     impls["triton alibi"] = _ours(causal, "triton",
                                   alibi_slopes=alibi_slopes(n))
-  # the forward ours dropout runs (d128 with dropout: no softmax overlap)
   slopes = dict(alibi_slopes=alibi_slopes(n)) if alibi else {}
   for v in variants:
     name = "ours[" + ",".join(f"{k}={x}" for k, x in v.items()) + "]"
@@ -228,7 +227,8 @@ def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
     except Exception as e:  # a variant that does not fit / lower
       log(f"  {name}: failed: {type(e).__name__}: {str(e)[:300]}")
   del kept
-  errors = {name: errors[name] for name in impls if name in errors}
+  errors = {name: errors[name] for name in impls if name in errors}  # rows
+  # in cell_impls' order, not the references-first order they ran in
   times = time_interleaved(calls, reps, min_ms / 1e3)
   for name in errors:
     fwd_s, fb_s = times[name][0], times[name + " fb"][0]
