@@ -101,7 +101,8 @@ def variant_config(h, causal, t, v, dropout=0.0, bias=False,
   bwd_cfg = MosaicBackwardConfig.default(h, causal, dropout > 0.0,
                                          alibi=alibi)
   if bias:
-    fwd_cfg, bwd_cfg = fwd_cfg.with_bias(h), bwd_cfg.with_bias(h)
+    fwd_cfg = fwd_cfg.with_bias(h, causal=causal)
+    bwd_cfg = bwd_cfg.with_bias(h)
   fwd_v, bwd_v = split_variant(v)
   return dataclasses.replace(fwd_cfg, **fwd_v,
                              backward=dataclasses.replace(bwd_cfg, **bwd_v))

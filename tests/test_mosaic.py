@@ -321,8 +321,8 @@ def test_backward_config_default_d128_by_dropout_and_alibi():
   240 registers per dK/dV consumer where
   non-causal (runs 189-190; with dropout or ALiBi too, run 197),
   240 also with a soft-cap (run 195); with ALiBi 64-key steps, Q in
-  registers, the stagger only where causal; with dropout 128-key dQ steps,
-  no stagger."""
+  registers, the stagger only where causal, the row ring not read ahead
+  (2026-11-28); with dropout 128-key dQ steps, no stagger."""
   for causal in (False, True):
     plain = MosaicBackwardConfig.default(128, causal)
     drop = MosaicBackwardConfig.default(128, causal, dropout=True)
@@ -343,6 +343,9 @@ def test_backward_config_default_d128_by_dropout_and_alibi():
   alibi = MosaicBackwardConfig.default(128, False, alibi=True)
   assert alibi.dq_rows_in_registers == 1 and not alibi.stagger_consumers
   assert MosaicBackwardConfig.default(128, True, alibi=True).stagger_consumers
+  for causal in (False, True):
+    alibi = MosaicBackwardConfig.default(128, causal, alibi=True)
+    assert alibi.row_ring and not alibi.prefetch_rows
   assert MosaicBackwardConfig.default(128, False, dropout=True, alibi=True) \
       == MosaicBackwardConfig.default(128, False, dropout=True)
   for h in (64, 256):
@@ -761,14 +764,19 @@ def test_bias_the_forward_cannot_read_falls_back():
 def test_config_with_bias_fits_smem():
   """Every default entry, made to fit the bias ring (``with_bias``), fits
   227 KiB at d64 / d128 / d256 with a 2-byte bias; entries that fit as
-  they are stay as they are."""
+  they are stay as they are.  Causal d128 keeps its persistent launch with
+  64-key tiles and three stages; non-causal d128 drops it."""
   for h, causal, s in itertools.product((64, 128, 256), (False, True),
                                         (4096, 16384)):
     cfg = MosaicConfig.default(h, causal, kv_seqlen=s, q_seqlen=s)
-    fitted = cfg.with_bias(h)
+    fitted = cfg.with_bias(h, causal=causal)
     assert fitted.smem_bytes(h, bias_itemsize=2) <= 227 * 1024, (h, causal)
     assert fitted.smem_bytes(h, bias_itemsize=2) == (
         fitted.smem_bytes(h) + fitted.bias_ring_bytes(2))
+    if h == 128:
+      assert fitted.persistent == causal, fitted
+      assert (fitted.block_kv, fitted.num_stages) == (
+          (64, 3) if causal else (128, 2)), fitted
   small = MosaicConfig(block_kv=64)
   assert small.with_bias(128) is small
 

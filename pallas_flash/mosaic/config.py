@@ -123,12 +123,21 @@ class MosaicConfig:
     return (self.num_stages * self.consumers * self.block_q * self.block_kv
             * itemsize)
 
-  def with_bias(self, head_dim: int, itemsize: int = 2) -> "MosaicConfig":
+  def with_bias(self, head_dim: int, itemsize: int = 2,
+                causal: bool = False) -> "MosaicConfig":
     """This config with room for the bias ring in 227 KiB: the same one
     where it fits, else, in order, block_kv 128 (from 256), not persistent
-    (no O store slots), two consumers, block_kv 64.  Not measured yet
-    (issue 50): d64 takes block_kv 128 (146-186 KiB), d128 two consumers,
-    not persistent (225.5 KiB), d256 its table entry (225.5 KiB)."""
+    (no O store slots), two consumers, block_kv 64.  d64 takes block_kv
+    128 (146-186 KiB), d128 two consumers, not persistent (225.5 KiB),
+    d256 its table entry (225.5 KiB).
+
+    ``causal``: where the next step would drop the persistent launch, it
+    keeps it with block_kv 64 and three stages if that fits (d128: 209.5
+    KiB).  H200, 2026-11-28, bwd_bench.py --bias, forward TFLOP/s against
+    the non-persistent form in one process: S4k C 386 vs 344, S16k C 398
+    vs 375 (fwd+bwd +4.2 / +1.6%).  Non-causal not taken: three consumers
+    with block_kv 64 ran 216 against 461 (S16k N), and the persistent form
+    is not measured there."""
     fits = lambda cfg: (cfg.smem_bytes(head_dim, bias_itemsize=itemsize)
                         <= 227 * 1024)
     cfg = self
@@ -137,6 +146,10 @@ class MosaicConfig:
                    dict(block_kv=64)):
       if fits(cfg):
         return cfg
+      if causal and cfg.persistent and "persistent" in change:
+        kept = dataclasses.replace(cfg, block_kv=64, num_stages=3)
+        if fits(kept):
+          return kept
       cfg = dataclasses.replace(cfg, **change)
     return cfg
 
@@ -725,6 +738,14 @@ class MosaicBackwardConfig:
       kernel's 128-key steps do not fit shared memory (the triton
       backward ran).  Run 245 (same method): with a soft-cap against
       the ring not read ahead, S4k C +8.3 / +8.0%, S4k N +5.3 / +6.0%.
+    * d128 with ALiBi (without dropout): ``row_ring`` (not read ahead).
+      H200, 2026-11-28, bwd_bench.py --alibi, backward TFLOP/s against
+      ALiBi's default without it, one process: S4k N 463 vs 428 and 461
+      vs 432 (second run), S16k N 503 vs 482 and 503 vs 483, S4k C 413 vs
+      409, S16k C 480 vs 480.  With the plain default's read-ahead, no
+      stagger and 128-key dQ steps: 422-430 (lost).  With dropout the
+      ring was level (S16k N / C 413 / 397 vs 413 / 399), read ahead -3.5
+      / +1.8% (S4k N / S16k C): not taken.
     * d128 without dropout or ALiBi, with the ring read ahead: no stagger,
       non-causal as well (causal had dropped it in runs 181-182).  H200,
       2026-11-25, run 245, as run 170: S16k N +4.1 / +4.3%, S4k N +3.5 /
@@ -771,7 +792,7 @@ class MosaicBackwardConfig:
       return cls(block_kv_dq=128, dkdv_registers=wide)
     if alibi:  # (the stagger only where causal)
       return cls(dq_rows_in_registers=1, stagger_consumers=causal,
-                 dkdv_registers=wide)
+                 dkdv_registers=wide, row_ring=True)
     return cls(block_kv_dq=128, prefetch_rows=True, row_ring=True,
                stagger_consumers=soft_cap and not causal,
                dkdv_registers=240 if soft_cap else wide)

@@ -133,7 +133,7 @@ def _config(params: KernelParams, q, k,
       dropout=params.dropout_rate > 0.0, q_seqlen=q.shape[1], alibi=alibi,
       window=spec.window is not None, fp8=fp8)
   if bias_itemsize(arrays):  # room for the bias ring
-    cfg = cfg.with_bias(hp, bias_itemsize(arrays))
+    cfg = cfg.with_bias(hp, bias_itemsize(arrays), spec.is_causal)
   return hp, cfg
 
 
