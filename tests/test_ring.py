@@ -304,3 +304,59 @@ def test_block_visible_is_any_visible_pair():
         assert bool(got) == want, (spec, t, s, offset)
         assert bool(masks.block_visible(spec, jnp.int32(t), jnp.int32(s),
                                         jnp.int32(offset))) == want
+
+
+def _permutes(hlo):
+  """(count, 16-bit words) of the collective-permutes in compiled HLO (the
+  ring packs every transfer in one uint16 buffer, ``ring._pack``)."""
+  lines = [line for line in hlo.splitlines()
+           if re.search(r"collective-permute(?:-start)?\(", line)]
+  words = [int(re.search(r"= \(?u16\[(\d+)\]", line).group(1))
+           for line in lines]
+  return len(lines), sum(words)
+
+
+def _held(x, num, at, axis):
+  """numpy: the contiguous global ``x`` as zigzag shares held at offset
+  ``at``: device d's share is zigzag share (d - at) mod P, i.e. halves j,
+  2P-1-j of the sequence (axis ``axis``) cut into 2P, j = (d - at) % P."""
+  halves = np.split(x, 2 * num, axis=axis)
+  share = lambda j: [halves[j], halves[2 * num - 1 - j]]
+  return np.concatenate([h for d in range(num)
+                         for h in share((d - at) % num)], axis=axis)
+
+
+@pytest.mark.parametrize("num", [2, 4])
+def test_reorder_back_from_held_shares(num):
+  """ring._reorder's inverse with ``held_at``: zigzag shares held at any
+  offset go back to contiguous shares, arrays of other offsets, dtypes and
+  sequence axes in the same call (f32 at offset 0, bf16 and int32 at
+  ``at``); one offset for all moves them in at most two permutes (one for
+  P = 4, at = 3, the automatic ring's dK / dV), mixed offsets in at most
+  four."""
+  from pallas_flash import ring
+  if len(jax.devices()) < num:
+    pytest.skip(f"needs {num} devices")
+  mesh = jax.make_mesh((num,), ("x",), devices=jax.devices()[:num],
+                       axis_types=(jax.sharding.AxisType.Auto,))
+  rows = 2 * num * 3  # halves of 3 rows
+  xs = (np.arange(2 * rows * 3, dtype=np.float32).reshape(2, rows, 3),
+        np.arange(2 * 5 * rows).reshape(2, 5, rows).astype(jnp.bfloat16),
+        -np.arange(rows * 4, dtype=np.int32).reshape(1, rows, 4))
+  axes = (1, 2, 1)
+  specs = (P(None, "x"), P(None, None, "x"), P(None, "x"))
+  for at in range(num):
+    for held_at in ((0, at, at), at):
+      ats = held_at if isinstance(held_at, tuple) else (at,) * 3
+      back = jax.jit(jax.shard_map(
+          lambda *xs: tuple(ring._reorder(list(xs), "x", axes, inverse=True,
+                                          held_at=held_at)),
+          mesh=mesh, in_specs=specs, out_specs=specs, check_vma=False))
+      args = [_held(x, num, a, axis) for x, a, axis in zip(xs, ats, axes)]
+      for got, want in zip(back(*args), xs):
+        np.testing.assert_array_equal(np.asarray(got), want,
+                                      err_msg=f"P={num} held_at={held_at}")
+      count, _ = _permutes(back.lower(*args).compile().as_text())
+      most = (1 if (num, held_at) == (4, 3) else 2 if len(set(ats)) == 1
+              else 4)
+      assert count <= most, (held_at, count)
