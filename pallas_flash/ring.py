@@ -194,7 +194,8 @@ def backend_calls(params: KernelParams, axis_name):
   (``_balanced``: causal) the calls reorder them into the zigzag layout
   first, by collective-permutes of half-shares (``_reorder``), run the
   zigzag ring and permute the outputs (forward: out, lse; backward: dq,
-  dk, dv) back, so the caller sees contiguous shares throughout."""
+  dk, dv) back, so the caller sees contiguous shares throughout (dK / dV
+  from where the ring's last step leaves them, in one move)."""
   spec = params.spec
 
   def static(q):
@@ -215,7 +216,13 @@ def backend_calls(params: KernelParams, axis_name):
     q, k, v, out, lse, d_out = to((q, k, v, out, lse, d_out),
                                   axes=(1, 1, 1, 1, 2, 1))
     residuals = (q, k, v, _ring_mask(st, arrays), out, lse)
-    return back(_ring_bwd(st, residuals, d_out)[:3])
+    if not st.zigzag:
+      return _ring_bwd(st, residuals, d_out)[:3]
+    # dK / dV go from where the last ring step leaves them (share me - at)
+    # straight to their contiguous homes: one move, not the hop home and
+    # the reorder.
+    dq, dk, dv, at = _ring_grads(st, residuals, d_out)
+    return back((dq, dk, dv), held_at=(0, at, at))
 
   return fwd, bwd
 
@@ -789,6 +796,16 @@ def _ring_fwd(static, q, k, v, mask):
 
 
 def _ring_bwd(static, residuals, d_out):
+  dq, dk, dv, at = _ring_grads(static, residuals, d_out)
+  if at:  # one more hop brings every share's dK / dV home (device me - at)
+    dk, dv = _moved(static, lax.axis_size(static.axis_name) - at, dk, dv)
+  return dq, dk, dv, None
+
+
+def _ring_grads(static, residuals, d_out):
+  """(dq, dk, dv, at) of the ring's backward: dq of the local share, dk /
+  dv (in the input dtype) of the share of device me - at, where the last
+  ring step leaves them (``_ring_bwd`` sends them home)."""
   q, k, v, mask, out, lse = residuals
   d_out = d_out.astype(q.dtype)
 
@@ -852,13 +869,10 @@ def _ring_bwd(static, residuals, d_out):
       acc = jax.tree.map(
           lambda a, b: a.astype(jnp.float32) + b.astype(jnp.float32), acc,
           jax.tree.unflatten(jax.tree.structure(acc), sent))
-  # Every share's dK / dV is whole now: rounded before the last hop (the
-  # same bits as after it), that hop moves half the bytes of f32.
+  # Every share's dK / dV is whole now: rounded before the move home (the
+  # same bits as after it), which then moves half the bytes of f32.
   dk, dv = (_whole(x).astype(y.dtype) for x, y in zip(acc, (k, v)))
-  at = steps[-1]
-  if at:  # one more hop brings every share's dK / dV home (device me - at)
-    dk, dv = _moved(static, lax.axis_size(static.axis_name) - at, dk, dv)
-  return _whole(dq).astype(q.dtype), dk, dv, None
+  return _whole(dq).astype(q.dtype), dk, dv, steps[-1]
 
 
 _ring.defvjp(_ring_fwd, _ring_bwd)
