@@ -213,11 +213,14 @@ def backend_calls(params: KernelParams, axis_name):
   def bwd(q, k, v, arrays, out, lse, d_out):
     st = static(q)
     to, back = _orders(st)
-    q, k, v, out, lse, d_out = to((q, k, v, out, lse, d_out),
-                                  axes=(1, 1, 1, 1, 2, 1))
-    residuals = (q, k, v, _ring_mask(st, arrays), out, lse)
+    # delta = rowsum(dO * O) once on the contiguous share: reordered instead
+    # of out (a [B, N, T] f32 row for each [T, N, H] one).
+    delta = _delta(q, out, d_out)
+    q, k, v, delta, lse, d_out = to((q, k, v, delta, lse, d_out),
+                                    axes=(1, 1, 1, 2, 2, 1))
+    residuals = (q, k, v, _ring_mask(st, arrays), delta, lse)
     if not st.zigzag:
-      return _ring_bwd(st, residuals, d_out)[:3]
+      return _grads_home(st, residuals, d_out)[:3]
     # dK / dV go from where the last ring step leaves them (share me - at)
     # straight to their contiguous homes: one move, not the hop home and
     # the reorder.
@@ -795,7 +798,21 @@ def _ring_fwd(static, q, k, v, mask):
   return out, (q, k, v, mask, out, lse)
 
 
+def _delta(q, out, d_out):
+  """delta = rowsum(dO * O) [B, N, T] f32 (FA-2 Alg. 2 line 4) of a share,
+  from dO in q's dtype as the blocks' backends see it: what each block's
+  backend would compute of its rows, given to it (``delta=``)."""
+  return jnp.einsum("btnh,btnh->bnt", d_out.astype(q.dtype).astype(
+      jnp.float32), out.astype(jnp.float32))
+
+
 def _ring_bwd(static, residuals, d_out):
+  q, k, v, mask, out, lse = residuals
+  return _grads_home(static, (q, k, v, mask, _delta(q, out, d_out), lse),
+                     d_out)
+
+
+def _grads_home(static, residuals, d_out):
   dq, dk, dv, at = _ring_grads(static, residuals, d_out)
   if at:  # one more hop brings every share's dK / dV home (device me - at)
     dk, dv = _moved(static, lax.axis_size(static.axis_name) - at, dk, dv)
@@ -805,18 +822,20 @@ def _ring_bwd(static, residuals, d_out):
 def _ring_grads(static, residuals, d_out):
   """(dq, dk, dv, at) of the ring's backward: dq of the local share, dk /
   dv (in the input dtype) of the share of device me - at, where the last
-  ring step leaves them (``_ring_bwd`` sends them home)."""
-  q, k, v, mask, out, lse = residuals
+  ring step leaves them (``_grads_home`` sends them home).  ``residuals``
+  hold delta (``_delta``) where the forward's are out: the blocks' backends
+  get their rows of it and no out."""
+  q, k, v, mask, delta, lse = residuals
   d_out = d_out.astype(q.dtype)
 
   def apply(kb, vb, blk: _Block, arrays, state):
     dq, dk, dv = state
-    qa, out_a, do_a = (_half(x, blk.q_part) for x in (q, out, d_out))
-    lse_a = _half(lse, blk.q_part, axis=2)
+    qa, do_a = (_half(x, blk.q_part) for x in (q, d_out))
+    lse_a, delta_a = (_half(x, blk.q_part, axis=2) for x in (lse, delta))
     kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
     params = _block_params(static, blk, arrays)
     dq_b, dk_b, dv_b = _dispatch.backward_fn(params)(
-        qa, kc, vc, arrays, out_a, lse_a, do_a, params)
+        qa, kc, vc, arrays, None, lse_a, do_a, params, delta=delta_a)
     dq = _add(static, dq, blk.q_part, dq_b)
     if static.shifted:  # several blocks a step: their dK / dV summed in f32
       return (dq, _add(static, dk, blk.kv_part, dk_b),

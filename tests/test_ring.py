@@ -323,8 +323,11 @@ def _permutes(hlo):
 # and the reorder: the fwd+bwd's permutes (16-bit words) went from 8
 # (34944) to 7 (30848) on 2 devices, from 16 (78080) to 16 (71936) on 4
 # (one permute of dK / dV, two of dQ, against the hop and two of all three).
-@pytest.mark.parametrize("num,permutes,words", [(2, 7, 30848),
-                                                (4, 16, 71936)])
+# The backward then reordered delta = rowsum(dO * O) ([B, N, T] f32,
+# computed once on the contiguous share) instead of out: 7 (28864) on 2
+# devices, 16 (67968) on 4, gradients bit-identical.
+@pytest.mark.parametrize("num,permutes,words", [(2, 7, 28864),
+                                                (4, 16, 67968)])
 def test_automatic_ring_sends_gradients_home_once(num, permutes, words):
   if len(jax.devices()) < num:
     pytest.skip(f"needs {num} devices")
