@@ -195,7 +195,9 @@ def backend_calls(params: KernelParams, axis_name):
   first, by collective-permutes of half-shares (``_reorder``), run the
   zigzag ring and permute the outputs (forward: out, lse; backward: dq,
   dk, dv) back, so the caller sees contiguous shares throughout (dK / dV
-  from where the ring's last step leaves them, in one move)."""
+  from where the ring's last step leaves them, in one move).  The backward
+  reorders delta = rowsum(dO * O) ([B, N, T] f32, ``_delta``) in place of
+  out, which the blocks' backends then do not read (``delta=``)."""
   spec = params.spec
 
   def static(q):
