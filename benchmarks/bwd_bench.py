@@ -21,7 +21,9 @@ against cuDNN's (relative L2 error) before timing.
 
 ``--alibi`` adds ours and ours-triton with ALiBi slopes (Press et al.'s
 2^(-8 i / N)); their gradients are checked against each other, and ALiBi's
-cost is ours alibi against ours in the same run.
+cost is ours alibi against ours in the same run.  The variants take ALiBi
+too (and ``--dropout``'s rate, and ``--bias``'s bias), from the configs
+the dispatcher picks for those features.
 
 ``--bias`` adds a [1, N, T, S] bf16 bias (normal x 0.5) as an argument,
 differentiated, to ours (the Mosaic kernels' bias rings and dbias), triton
@@ -88,13 +90,16 @@ def split_variant(v):
   return fwd, {k: x for k, x in v.items() if k in _BWD_FIELDS}
 
 
-def variant_config(h, causal, t, v, dropout=0.0, bias=False) -> MosaicConfig:
+def variant_config(h, causal, t, v, dropout=0.0, bias=False,
+                   alibi=False) -> MosaicConfig:
   """A --variant's whole config: its fields over the defaults the
-  dispatcher picks for the cell (with ``bias``: their ``with_bias``, a
-  bf16 bias's, since an explicit config is not adapted to the bias)."""
+  dispatcher picks for the cell and its features (with ``bias``: their
+  ``with_bias``, a bf16 bias's, since an explicit config is not adapted
+  to the bias)."""
   fwd_cfg = MosaicConfig.default(h, causal, kv_seqlen=t,
-                                 dropout=dropout > 0.0)
-  bwd_cfg = MosaicBackwardConfig.default(h, causal, dropout > 0.0)
+                                 dropout=dropout > 0.0, alibi=alibi)
+  bwd_cfg = MosaicBackwardConfig.default(h, causal, dropout > 0.0,
+                                         alibi=alibi)
   if bias:
     fwd_cfg, bwd_cfg = fwd_cfg.with_bias(h), bwd_cfg.with_bias(h)
   fwd_v, bwd_v = split_variant(v)
@@ -105,9 +110,9 @@ def variant_config(h, causal, t, v, dropout=0.0, bias=False) -> MosaicConfig:
 def cell_impls(h, t, causal, variants, n, alibi, dropout=0.0, bias=False):
   """{name: f(q, k, v[, bias]) -> out}: ours (default and variants),
   triton, cuDNN, tokamax; with ``alibi`` also ours and triton with ALiBi;
-  with ``dropout`` also ours and triton with that rate, and the variants
-  take it too; with ``bias`` also ours, triton and cuDNN called with the
-  bias (``takes_bias``), and the variants take it too."""
+  with ``dropout`` also ours and triton with that rate; with ``bias`` also
+  ours, triton and cuDNN called with the bias (``takes_bias``).  The
+  variants take every feature given (``variant_config``)."""
   impls = {"ours": _ours(causal, "mosaic")}
   if bias:
     impls["ours bias"] = _ours(causal, "mosaic")
@@ -125,10 +130,12 @@ def cell_impls(h, t, causal, variants, n, alibi, dropout=0.0, bias=False):
     impls["triton alibi"] = _ours(causal, "triton",
                                   alibi_slopes=alibi_slopes(n))
   # the forward ours dropout runs (d128 with dropout: no softmax overlap)
+  slopes = dict(alibi_slopes=alibi_slopes(n)) if alibi else {}
   for v in variants:
     name = "ours[" + ",".join(f"{k}={x}" for k, x in v.items()) + "]"
     impls[name] = _ours(causal, "mosaic",
-                        variant_config(h, causal, t, v, dropout, bias), **drop)
+                        variant_config(h, causal, t, v, dropout, bias, alibi),
+                        **drop, **slopes)
   impls["triton"] = _ours(causal, "triton")
   impls["cudnn"] = lambda q, k, v: jax.nn.dot_product_attention(
       q, k, v, is_causal=causal, implementation="cudnn")
@@ -163,16 +170,24 @@ def rel_l2(a, b):
   return float(_rel_l2(a, b))
 
 
-def reference(name: str, dropout: float = 0.0, bias: bool = False):
+def reference(name: str, dropout: float = 0.0, bias: bool = False,
+              alibi: bool = False):
   """The row whose gradients ``name``'s are checked against (None: none):
-  cuDNN's; ALiBi rows triton's ALiBi, dropout rows (and the variants under
-  --dropout) triton's dropout (the same keep bits), rows with the bias
-  cuDNN's with the bias (dbias too)."""
+  cuDNN's; ALiBi rows triton's ALiBi, dropout rows triton's dropout (the
+  same keep bits), rows with the bias cuDNN's with the bias (dbias too).
+  A variant takes the reference of its one feature; one with several
+  features (no such reference row) is not checked."""
   if name in ("triton alibi", "triton dropout", "cudnn bias"):
     return None
+  if name.startswith("ours["):
+    features = [ref for on, ref in ((bias, "cudnn bias"),
+                                    (dropout, "triton dropout"),
+                                    (alibi, "triton alibi")) if on]
+    return "cudnn" if not features else (
+        features[0] if len(features) == 1 else None)
   if takes_bias(name, bias):
     return "cudnn bias"
-  if "dropout" in name or (dropout and name.startswith("ours[")):
+  if "dropout" in name:
     return "triton dropout"
   if "alibi" in name:
     return "triton alibi"
@@ -188,7 +203,7 @@ def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
   impls = {name: f for name, f in cell_impls(h, t, causal, variants, n, alibi,
                                              dropout, bias).items()
            if not only or name in only}
-  refs = {name: reference(name, dropout, bias) for name in impls}
+  refs = {name: reference(name, dropout, bias, alibi) for name in impls}
   # The references first, their gradients kept; every other row's compared
   # as it comes and dropped (a [1, N, T, S] dbias is 8 GiB at S16k N16).
   order = sorted(impls, key=lambda name: name not in refs.values())

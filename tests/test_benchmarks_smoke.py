@@ -208,6 +208,17 @@ def test_bwd_bench_bias_rows_differentiate_the_bias():
       picked, block_kv=64,
       backward=MosaicBackwardConfig.default(128, False).with_bias(128))
   assert cfg.consumers == 2 and cfg.backward.block_kv_dq == 64
+  # under --alibi a variant starts from ALiBi's configs, checked against
+  # triton's ALiBi; with two features it has no reference row
+  cfg = bwd_bench.variant_config(128, True, 16384, {"row_ring": True},
+                                 alibi=True)
+  assert cfg.backward == dataclasses.replace(
+      MosaicBackwardConfig.default(128, True, alibi=True), row_ring=True)
+  assert bwd_bench.reference("ours[row_ring=True]", alibi=True) == (
+      "triton alibi")
+  assert bwd_bench.reference("ours[row_ring=True]", 0.1, alibi=True) is None
+  assert bwd_bench.reference("ours[row_ring=True]") == "cudnn"
+  assert bwd_bench.reference("ours bias", 0.1, bias=True) == "cudnn bias"
   row = lambda impl, ms: dict(cell="d64-0k-C", impl=impl, fwdbwd_ms=ms,
                               bwd_tflops=1.0, fwdbwd_tflops=1.0)
   text = bwd_bench.table([row("ours", 8.0), row("ours bias", 10.0),
