@@ -354,6 +354,8 @@ def test_automatic_ring_sends_gradients_home_once(num, permutes, words):
     np.testing.assert_allclose(g, w, atol=2e-5, rtol=0, err_msg=name)
   hlo = compiled.as_text()
   assert not _OTHER_COLLECTIVES.search(hlo), _OTHER_COLLECTIVES.findall(hlo)
+  if jax.default_backend() != "cpu":  # counted on the CPU's compiled HLO:
+    return  # a GPU's collective passes rewrite the permutes (async, cycles)
   count, moved = _permutes(hlo)
   assert count <= permutes and moved <= words, (count, moved)
 
@@ -398,6 +400,8 @@ def test_reorder_back_from_held_shares(num):
       for got, want in zip(back(*args), xs):
         np.testing.assert_array_equal(np.asarray(got), want,
                                       err_msg=f"P={num} held_at={held_at}")
+      if jax.default_backend() != "cpu":  # counted on the CPU's compiled
+        continue  # HLO: a GPU's collective passes rewrite the permutes
       count, _ = _permutes(back.lower(*args).compile().as_text())
       most = (1 if (num, held_at) == (4, 3) else 2 if len(set(ats)) == 1
               else 4)
