@@ -10,7 +10,10 @@ dropout bits are drawn from ``arrays.dropout_seeds``, as in ``reference``.
 A backward backend is
 ``backward(q, k, v, arrays, out, lse, d_out, params) -> (dq, dk, dv)``, plus
 a float32 dbias partial ``[B, N, 1 | T, 1 | S]`` (not yet summed over the
-bias's broadcast B / N dims) when ``params.bias_grad``.
+bias's broadcast B / N dims) when ``params.bias_grad``.  It also takes an
+optional keyword ``delta``: rowsum(dO * O) [B, N, T] float32 precomputed by
+the caller (before any dropout scaling), in which case ``out`` is not read
+(it may be None).
 A backend that cannot take a valid input says so before it runs: its
 ``check_supported`` raises ``NotImplementedError``, and the dispatcher
 (``_dispatch.plan``) passes to the next candidate.

@@ -194,7 +194,10 @@ def backend_calls(params: KernelParams, axis_name):
   (``_balanced``: causal) the calls reorder them into the zigzag layout
   first, by collective-permutes of half-shares (``_reorder``), run the
   zigzag ring and permute the outputs (forward: out, lse; backward: dq,
-  dk, dv) back, so the caller sees contiguous shares throughout."""
+  dk, dv) back, so the caller sees contiguous shares throughout (dK / dV
+  from where the ring's last step leaves them, in one move).  The backward
+  reorders delta = rowsum(dO * O) ([B, N, T] f32, ``_delta``) in place of
+  out, which the blocks' backends then do not read (``delta=``)."""
   spec = params.spec
 
   def static(q):
@@ -212,10 +215,19 @@ def backend_calls(params: KernelParams, axis_name):
   def bwd(q, k, v, arrays, out, lse, d_out):
     st = static(q)
     to, back = _orders(st)
-    q, k, v, out, lse, d_out = to((q, k, v, out, lse, d_out),
-                                  axes=(1, 1, 1, 1, 2, 1))
-    residuals = (q, k, v, _ring_mask(st, arrays), out, lse)
-    return back(_ring_bwd(st, residuals, d_out)[:3])
+    # delta = rowsum(dO * O) once on the contiguous share: reordered instead
+    # of out (a [B, N, T] f32 row for each [T, N, H] one).
+    delta = _delta(q, out, d_out)
+    q, k, v, delta, lse, d_out = to((q, k, v, delta, lse, d_out),
+                                    axes=(1, 1, 1, 2, 2, 1))
+    residuals = (q, k, v, _ring_mask(st, arrays), delta, lse)
+    if not st.zigzag:
+      return _grads_home(st, residuals, d_out)[:3]
+    # dK / dV go from where the last ring step leaves them (share me - at)
+    # straight to their contiguous homes: one move, not the hop home and
+    # the reorder.
+    dq, dk, dv, at = _ring_grads(st, residuals, d_out)
+    return back((dq, dk, dv), held_at=(0, at, at))
 
   return fwd, bwd
 
@@ -235,15 +247,17 @@ def _balanced(spec: masks.MaskSpec, rows: int) -> bool:
 def _orders(static):
   """(to, back): contiguous shares -> the ring's layout and back
   (identity unless ``static.zigzag``), of one array (sequence ``axis``) or
-  of a tuple of them (``axes``, default 1), moved together (``_reorder``)."""
-  def order(xs, axis=1, axes=None, inverse=False):
+  of a tuple of them (``axes``, default 1), moved together (``_reorder``;
+  back from zigzag shares ``held_at``)."""
+  def order(xs, axis=1, axes=None, inverse=False, held_at=0):
     one = not isinstance(xs, tuple)
     xs = (xs,) if one else xs
     axes = (axis,) * len(xs) if axes is None else axes
     if static.zigzag:
-      moved = iter(_reorder([x for x in xs if x is not None], static.axis_name,
-                            [a for x, a in zip(xs, axes) if x is not None],
-                            inverse))
+      ats = held_at if isinstance(held_at, tuple) else (held_at,) * len(xs)
+      kept = lambda ys: [y for x, y in zip(xs, ys) if x is not None]
+      moved = iter(_reorder(kept(xs), static.axis_name, kept(axes), inverse,
+                            kept(ats)))
       xs = tuple(None if x is None else next(moved) for x in xs)
     return xs[0] if one else xs
   return order, functools.partial(order, inverse=True)
@@ -261,19 +275,28 @@ def _ring_mask(static, arrays: masks.MaskArrays):
                *to((arrays.q_segment_ids, arrays.kv_segment_ids)), dense)
 
 
-def _reorder(xs, axis_name, axes, inverse: bool = False):
+def _reorder(xs, axis_name, axes, inverse: bool = False, held_at=0):
   """Contiguous shares -> zigzag shares along each array's axis in ``axes``
-  (``inverse``: back), by two collective-permutes of half-shares, the halves
+  (``inverse``: back), by collective-permutes of half-shares, the halves
   of all ``xs`` packed together (``_pack``): of the 2P halves of the
   sequence, device i holds halves 2i, 2i+1 contiguous and halves i,
-  2P-1-i zigzag (``zigzag``'s order).  A size-1 (broadcast) axis stays."""
+  2P-1-i zigzag (``zigzag``'s order).  A size-1 (broadcast) axis stays.
+
+  ``held_at`` (inverse only; one offset, or one per array): device d holds
+  zigzag share (d - held_at) mod P, which goes from there straight to its
+  contiguous homes (the ring's dK / dV where its last step leaves them)."""
+  ats = (tuple(held_at) if isinstance(held_at, (tuple, list))
+         else (held_at,) * len(xs))
+  if not inverse and any(ats):
+    raise ValueError("held_at applies to the inverse (zigzag shares)")
   moving = [i for i, (x, a) in enumerate(zip(xs, axes)) if x.shape[a] != 1]
   out = list(xs)
   if not moving:
     return out
   xs_m, ax_m = [xs[i] for i in moving], [axes[i] for i in moving]
   p = lax.axis_size(axis_name)
-  even = lax.rem(lax.axis_index(axis_name), 2) == 0
+  me = lax.axis_index(axis_name)
+  even = lax.rem(me, 2) == 0
   halves = [jnp.split(x, 2, axis=a) for x, a in zip(xs_m, ax_m)]
   first, second = [h[0] for h in halves], [h[1] for h in halves]
   pick = lambda c, a, b: [jnp.where(c, u, w) for u, w in zip(a, b)]
@@ -287,16 +310,61 @@ def _reorder(xs, axis_name, axes, inverse: bool = False):
                           [(i, home(2 * i + 1)) for i in range(p)])
     lo, hi = pick(even, first, second), pick(even, second, first)
   else:
-    # Zigzag device j holds the even half j or 2P-1-j (whichever is even)
-    # and the odd one; half h goes home to contiguous device h // 2.
-    even_half = lambda j: j if j % 2 == 0 else 2 * p - 1 - j
-    lo = _permute_all(pick(even, first, second), axis_name,
-                      [(j, even_half(j) // 2) for j in range(p)])
-    hi = _permute_all(pick(even, second, first), axis_name,
-                      [(j, (2 * p - 1 - even_half(j)) // 2) for j in range(p)])
+    # Zigzag share j held by device d = j + at (``_homes``): its parity,
+    # not d's, says which of d's halves is the even one.  Halves of one
+    # permutation travel packed, whatever their offsets.
+    table = lambda t: jnp.asarray(t, jnp.int32)[me]  # this device's entry
+    moves = {}  # pairs -> [(half sent, array, gets)]
+    new = {}  # array -> [its even half, its odd half]: held, then home
+    for at in dict.fromkeys(ats[i] for i in moving):
+      even_j = even if not at else lax.rem(lax.rem(me + p - at, p), 2) == 0
+      for i in (i for i, m in enumerate(moving) if ats[m] == at):
+        new[i] = pick(even_j, (first[i], second[i]), (second[i], first[i]))
+        for pairs, sends, gets in _homes(p, at):
+          sent = (new[i][sends[0]] if len(set(sends)) == 1 else
+                  jnp.where(table(sends) == 1, new[i][1], new[i][0]))
+          moves.setdefault(pairs, []).append((sent, i, gets))
+    for pairs, items in moves.items():
+      got = _permute_all([h for h, *_ in items], axis_name, list(pairs))
+      for (_, i, gets), h in zip(items, got):
+        for part in (0, 1):
+          if all(g == part for g in gets):
+            new[i][part] = h
+          elif part in gets:
+            new[i][part] = jnp.where(table(gets) == part, h, new[i][part])
+    lo, hi = ([new[i][part] for i in range(len(moving))] for part in (0, 1))
   for i, a, l, h in zip(moving, ax_m, lo, hi):
     out[i] = jnp.concatenate([l, h], a)
   return out
+
+
+def _homes(p: int, at: int):
+  """The collective-permutes that send zigzag shares held at offset ``at``
+  (device d holds share j = (d - at) mod P) to their contiguous homes, as
+  (pairs, sends, gets): device d sends its even half (``sends[d]`` 0) or
+  its odd one (1), device c puts the half it receives first (``gets[c]``
+  0) or second (1), or keeps its own (-1).
+
+  Share j holds the even half j or 2P-1-j (whichever is even) and the odd
+  one; half h goes home to contiguous device h // 2: one permute of the
+  even halves and one of the odd, pairs (d, home), or one of both where no
+  device sends or receives two halves that leave their device (P = 4, at
+  = 3: dK / dV after the ring), each device sending the half that leaves.
+  """
+  even_half = lambda j: j if j % 2 == 0 else 2 * p - 1 - j
+  homes = (lambda j: even_half(j) // 2,
+           lambda j: (2 * p - 1 - even_half(j)) // 2)
+  perms = [tuple((d, home((d - at) % p)) for d in range(p))
+           for home in homes]
+  off = [[(d, c) for d, c in perm if d != c] for perm in perms]
+  src, dst = ([{pair[k] for pair in o} for o in off] for k in (0, 1))
+  if not all(off) or src[0] & src[1] or dst[0] & dst[1]:
+    return [(perm, (part,) * p, (part,) * p)
+            for part, perm in enumerate(perms)]
+  return [(tuple(sorted(off[0] + off[1])),
+           tuple(int(d in src[1]) for d in range(p)),
+           tuple(0 if c in dst[0] else 1 if c in dst[1] else -1
+                 for c in range(p)))]
 
 
 def _permute_all(xs, axis_name, perm):
@@ -732,18 +800,44 @@ def _ring_fwd(static, q, k, v, mask):
   return out, (q, k, v, mask, out, lse)
 
 
+def _delta(q, out, d_out):
+  """delta = rowsum(dO * O) [B, N, T] f32 (FA-2 Alg. 2 line 4) of a share,
+  from dO in q's dtype as the blocks' backends see it: what each block's
+  backend would compute of its rows, given to it (``delta=``)."""
+  return jnp.einsum("btnh,btnh->bnt", d_out.astype(q.dtype).astype(
+      jnp.float32), out.astype(jnp.float32))
+
+
 def _ring_bwd(static, residuals, d_out):
   q, k, v, mask, out, lse = residuals
+  return _grads_home(static, (q, k, v, mask, _delta(q, out, d_out), lse),
+                     d_out)
+
+
+def _grads_home(static, residuals, d_out):
+  dq, dk, dv, at = _ring_grads(static, residuals, d_out)
+  if at:  # one more hop brings every share's dK / dV home (device me - at)
+    dk, dv = _moved(static, lax.axis_size(static.axis_name) - at, dk, dv)
+  return dq, dk, dv, None
+
+
+def _ring_grads(static, residuals, d_out):
+  """(dq, dk, dv, at) of the ring's backward: dq of the local share, dk /
+  dv (in the input dtype) of the share of device me - at, where the last
+  ring step leaves them (``_grads_home`` sends them home).  ``residuals``
+  hold delta (``_delta``) where the forward's are out: the blocks' backends
+  get their rows of it and no out."""
+  q, k, v, mask, delta, lse = residuals
   d_out = d_out.astype(q.dtype)
 
   def apply(kb, vb, blk: _Block, arrays, state):
     dq, dk, dv = state
-    qa, out_a, do_a = (_half(x, blk.q_part) for x in (q, out, d_out))
-    lse_a = _half(lse, blk.q_part, axis=2)
+    qa, do_a = (_half(x, blk.q_part) for x in (q, d_out))
+    lse_a, delta_a = (_half(x, blk.q_part, axis=2) for x in (lse, delta))
     kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
     params = _block_params(static, blk, arrays)
     dq_b, dk_b, dv_b = _dispatch.backward_fn(params)(
-        qa, kc, vc, arrays, out_a, lse_a, do_a, params)
+        qa, kc, vc, arrays, None, lse_a, do_a, params, delta=delta_a)
     dq = _add(static, dq, blk.q_part, dq_b)
     if static.shifted:  # several blocks a step: their dK / dV summed in f32
       return (dq, _add(static, dk, blk.kv_part, dk_b),
@@ -796,13 +890,10 @@ def _ring_bwd(static, residuals, d_out):
       acc = jax.tree.map(
           lambda a, b: a.astype(jnp.float32) + b.astype(jnp.float32), acc,
           jax.tree.unflatten(jax.tree.structure(acc), sent))
-  # Every share's dK / dV is whole now: rounded before the last hop (the
-  # same bits as after it), that hop moves half the bytes of f32.
+  # Every share's dK / dV is whole now: rounded before the move home (the
+  # same bits as after it), which then moves half the bytes of f32.
   dk, dv = (_whole(x).astype(y.dtype) for x, y in zip(acc, (k, v)))
-  at = steps[-1]
-  if at:  # one more hop brings every share's dK / dV home (device me - at)
-    dk, dv = _moved(static, lax.axis_size(static.axis_name) - at, dk, dv)
-  return _whole(dq).astype(q.dtype), dk, dv, None
+  return _whole(dq).astype(q.dtype), dk, dv, steps[-1]
 
 
 _ring.defvjp(_ring_fwd, _ring_bwd)

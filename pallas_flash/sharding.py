@@ -59,7 +59,8 @@ def forward(fn: Callable, q, k, v, arrays: masks.MaskArrays,
   if descales is not None:
     return _partitioned(_bound(fn, params, False, fp8=True),
                         (q, k, v, arrays, tuple(descales)),
-                        backward_pass=False, interpret=_interpret(params))
+                        backward_pass=False, fp8=True,
+                        interpret=_interpret(params))
   ring = _ring(params, q, k, arrays, lambda calls: calls[0])
   return _partitioned(_bound(fn, params, False), (q, k, v, arrays),
                       backward_pass=False, ring=ring,
@@ -128,7 +129,9 @@ def _ring(params, q, k, arrays, pick):
 
 
 def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False,
-                 ring=None, interpret: bool = False):
+                 fp8: bool = False, ring=None, interpret: bool = False):
+  """``call(*args)`` partitioned per shard (module docstring); ``fp8``: the
+  fp8 forward, whose args end in its two [B, K] descales."""
   explicit = _explicit_axes(args)
   if explicit:
     # Explicit mesh axes (jax.make_mesh's default) put the sharding in the
@@ -141,7 +144,7 @@ def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False,
     if dbias:
       out_sharding += (NamedSharding(q.mesh, P(qb, qn, None, None)),)
     inner = lambda args: _partitioned(call, args, backward_pass=backward_pass,
-                                      dbias=dbias, ring=ring,
+                                      dbias=dbias, fp8=fp8, ring=ring,
                                       interpret=interpret)
     return jax.sharding.auto_axes(inner, axes=explicit,
                                   out_sharding=out_sharding)(args)
@@ -175,7 +178,7 @@ def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False,
     del result_shape
     const_shapes, shapes = arg_shapes
     arg_shardings, out_shardings, seq = _shardings(mesh, shapes, backward_pass,
-                                                   dbias, ring is not None)
+                                                   dbias, ring is not None, fp8)
     replicated = tuple(NamedSharding(mesh, P()) for _ in const_shapes)
     # Local shapes: the kernels take any B, N; a T / S split runs the ring
     # over its mesh axes (traced with the mesh's axis names bound).
@@ -190,13 +193,12 @@ def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False,
   def infer(mesh, arg_shapes, result_shape):  # GSPMD (Shardy off) only
     del result_shape
     return _shardings(mesh, arg_shapes[1], backward_pass, dbias,
-                      ring is not None)[1]
+                      ring is not None, fp8)[1]
 
   def rule(mesh, value_types, result_types):
     del mesh
     return _rule(args[3], value_types, result_types, len(consts),
-                 backward_pass, ring is not None,
-                 descales=not backward_pass and len(args) > 4)
+                 backward_pass, ring is not None, descales=fp8)
 
   partitioned = custom_partitioning(body)
   partitioned.def_partition(partition=partition,
@@ -329,9 +331,11 @@ def _plan(mesh, q, k, ring: bool):
   return batch, heads, seq
 
 
-def _shardings(mesh, shapes, backward_pass, dbias: bool, ring: bool):
+def _shardings(mesh, shapes, backward_pass, dbias: bool, ring: bool,
+               fp8: bool = False):
   """(arg shardings, result shardings, sequence axes or None) that keep only
-  batch / head axes, and the sequence axes where the ring runs."""
+  batch / head axes, and the sequence axes where the ring runs; ``fp8``:
+  the fp8 forward's descales [B, K] follow the batch and kv heads."""
   q, k, _, arrays = shapes[:4]
   batch, heads, seq = _plan(mesh, q, k, ring)
   ns = lambda *spec: NamedSharding(mesh, P(*spec))
@@ -356,6 +360,6 @@ def _shardings(mesh, shapes, backward_pass, dbias: bool, ring: bool):
   if backward_pass:
     results = (qs, qs, qs) + ((ns(batch, heads, None, None),) if dbias else ())
     return (qs, qs, qs, arr, qs, lse, qs), results, seq
-  if len(shapes) > 4:  # the fp8 forward's descales [B, K]
+  if fp8:
     return (qs, qs, qs, arr, (ns(batch, heads),) * 2), (qs, lse), seq
   return (qs, qs, qs, arr), (qs, lse), seq

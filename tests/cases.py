@@ -328,3 +328,35 @@ def sharded_fns(static):
     return out, (dq, dk, dv, *ddiff.values())
 
   return fwd, fwd_bwd
+
+
+def check_backward_takes_delta(backward, backend: str, dtype, rate: float):
+  """A backend's ``backward`` given ``delta=`` rowsum(dO * O) (and out=None)
+  returns the bits of the default call (which computes delta from out);
+  dropout's (1 - rate) scaling applies to the given delta too.  Tiny: B 1,
+  T 128, N 2, H 64, causal, in interpret mode off a GPU."""
+  from pallas_flash import dropout, masks
+  from pallas_flash.params import KernelParams
+  from pallas_flash.triton import forward as triton_forward
+  b, t, n, h = 1, 128, 2, 64
+  rng = np.random.default_rng(0)
+  q, k, v, d_out = (jnp.asarray(rng.standard_normal((b, t, n, h)), dtype)
+                    for _ in range(4))
+  lens = jnp.full((b,), t, jnp.int32)
+  seeds = dropout.seeds(jax.random.key(1), b, n) if rate else None
+  arrays = masks.MaskArrays(lens, lens, dropout_seeds=seeds)
+  params = KernelParams(spec=masks.MaskSpec(is_causal=True), scale=h ** -0.5,
+                        backward=backend, dropout_rate=rate,
+                        interpret=jax.default_backend() != "gpu")
+  out, lse = jax.jit(triton_forward.forward, static_argnums=4)(
+      q, k, v, arrays, params)
+  delta = jnp.einsum("btnh,btnh->bnt", d_out.astype(jnp.float32),
+                     out.astype(jnp.float32))
+  want = jax.jit(backward, static_argnums=7)(q, k, v, arrays, out, lse,
+                                             d_out, params)
+  got = jax.jit(lambda q, k, v, arrays, lse, d_out, delta: backward(
+      q, k, v, arrays, None, lse, d_out, params, delta=delta))(
+          q, k, v, arrays, lse, d_out, delta)
+  for name, g, w in zip(("dq", "dk", "dv"), got, want):
+    assert bool(jnp.all(jnp.isfinite(w.astype(jnp.float32)))), name
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(w), err_msg=name)

@@ -16,7 +16,7 @@ import pytest
 
 import pallas_flash as pf
 from pallas_flash import masks
-from cases import FORWARD, GRADIENT, TOL, Case, check_forward, check_gradients, rel_err as _rel, upcast as _upcast
+from cases import FORWARD, GRADIENT, TOL, Case, check_backward_takes_delta, check_forward, check_gradients, rel_err as _rel, upcast as _upcast
 
 IMPL = "triton"
 
@@ -271,3 +271,11 @@ SLOW = [
 def test_large_forward_and_gradients(case: Case, impl: str):
   test_forward_matches_reference(case, impl)
   test_gradients_match_reference_vjp(case, impl)
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.1])
+def test_triton_backward_takes_precomputed_delta(rate):
+  """``delta=`` (the ring's backward passes it, out=None) gives the bits of
+  the default backward, with dropout's scaling applied to it."""
+  from pallas_flash.triton import backward
+  check_backward_takes_delta(backward.backward, "triton", jnp.float32, rate)

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from tools import mosaic_modules
-from cases import Case, bias_grad_calls, check_forward, check_gradients
+from cases import (Case, bias_grad_calls, check_backward_takes_delta,
+                   check_forward, check_gradients)
 from pallas_flash import masks
 from pallas_flash.mosaic import backward as mosaic_backward
 from pallas_flash.mosaic import forward as mosaic_forward
@@ -1162,6 +1163,14 @@ def test_backward_large(case, mosaic_backward_calls):
                 "with -m slow")
   check_gradients(case, "mosaic")
   assert mosaic_backward_calls, "the Mosaic backward did not run"
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.1])
+def test_backward_takes_precomputed_delta(rate):
+  """``delta=`` (the ring's backward passes it, out=None) gives the bits of
+  the default backward; dropout's (1 - rate) and the padding apply to it."""
+  check_backward_takes_delta(mosaic_backward.backward, "mosaic",
+                             jnp.bfloat16, rate)
 
 
 def test_backward_deterministic_and_zero_on_fully_masked_rows():

@@ -1440,11 +1440,13 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 
 
 def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
-             params: KernelParams):
+             params: KernelParams, *, delta=None):
   """(dq, dk, dv) of the forward's (out, lse [B, N, T], +inf masked rows);
   with ``params.bias_grad`` also the dbias partial of the full (T, S) bias
   [1 | B, 1 | N, T, S]: [B, N, T, S] in the bias dtype (``_DbiasTiles``;
-  the triton backward's contract)."""
+  the triton backward's contract).  ``delta``: rowsum(dO * O) [B, N, T]
+  float32 computed by the caller (then ``out`` is not read and may be
+  None); dropout's scaling and the padding still apply."""
   check_supported(params, q, k, v, arrays)
   spec, cap = params.spec, params.logits_soft_cap
   b, t, n, h = q.shape
@@ -1459,8 +1461,9 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   sp = fwd.round_up(s, math.lcm(rows_kv, cfg.block_kv_dq))
 
   # delta_i = rowsum(dO_i * O_i)  (Alg. 2 line 4); lse in base 2.
-  delta = jnp.einsum("btnh,btnh->bnt", d_out.astype(jnp.float32),
-                     out.astype(jnp.float32))
+  if delta is None:
+    delta = jnp.einsum("btnh,btnh->bnt", d_out.astype(jnp.float32),
+                       out.astype(jnp.float32))
   rate = params.dropout_rate
   if rate > 0.0:  # delta' (module docstring)
     delta = delta * (1.0 - rate)

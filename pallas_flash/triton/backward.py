@@ -237,10 +237,12 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
 
 
 def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
-             params: KernelParams):
+             params: KernelParams, *, delta=None):
   """(dq, dk, dv) for the forward of ``forward.forward``; lse [B, N, T].
 
   With ``params.bias_grad`` also the dbias partial (see the module docstring).
+  ``delta``: rowsum(dO * O) [B, N, T] float32 computed by the caller (then
+  ``out`` is not read and may be None); dropout's scaling still applies.
   """
   b, t, n, h = q.shape
   _, s, kh, _ = k.shape
@@ -252,9 +254,9 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   spec, cap = params.spec, params.logits_soft_cap
   compiler_params = plgpu.CompilerParams(num_warps=cfg.num_warps_bwd,
                                          num_stages=cfg.num_stages_bwd)
-  # delta_i = rowsum(dO_i * O_i)  (Alg. 2 line 4)
-  delta = jnp.einsum("btnh,btnh->bnt", d_out.astype(jnp.float32),
-                     out.astype(jnp.float32))
+  if delta is None:  # delta_i = rowsum(dO_i * O_i)  (Alg. 2 line 4)
+    delta = jnp.einsum("btnh,btnh->bnt", d_out.astype(jnp.float32),
+                       out.astype(jnp.float32))
   d_out = d_out.astype(q.dtype)
   rate = params.dropout_rate
   if rate > 0.0:  # delta' of the module docstring
