@@ -12,8 +12,8 @@ A backward backend is
 a float32 dbias partial ``[B, N, 1 | T, 1 | S]`` (not yet summed over the
 bias's broadcast B / N dims) when ``params.bias_grad``.  It also takes an
 optional keyword ``delta``: rowsum(dO * O) [B, N, T] float32 precomputed by
-the caller (before any dropout scaling), in which case ``out`` is not read
-(it may be None).
+the caller (``row_delta``, before any dropout scaling), in which case ``out``
+is not read (it may be None).
 A backend that cannot take a valid input says so before it runs: its
 ``check_supported`` raises ``NotImplementedError``, and the dispatcher
 (``_dispatch.plan``) passes to the next candidate.
@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any
+
+import jax.numpy as jnp
 
 from pallas_flash import masks
 
@@ -56,3 +58,11 @@ def score_terms(arrays: masks.MaskArrays | None,
                                    ("alibi", arrays.alibi_slopes))
               if x is not None}
   return frozenset(terms)
+
+
+def row_delta(out, d_out):
+  """delta_i = rowsum(dO_i * O_i) [B, N, T] float32 of out, d_out [B, T, N,
+  H] (FlashAttention-2, Alg. 2 line 4): what a backward backend computes,
+  or is given as ``delta=``."""
+  return jnp.einsum("btnh,btnh->bnt", d_out.astype(jnp.float32),
+                    out.astype(jnp.float32))

@@ -67,7 +67,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pallas_flash import _dispatch, masks
-from pallas_flash.params import KernelParams
+from pallas_flash.params import KernelParams, row_delta
 
 
 def ring_attention(query, key, value, *, axis_name, is_causal: bool = False,
@@ -804,8 +804,7 @@ def _delta(q, out, d_out):
   """delta = rowsum(dO * O) [B, N, T] f32 (FA-2 Alg. 2 line 4) of a share,
   from dO in q's dtype as the blocks' backends see it: what each block's
   backend would compute of its rows, given to it (``delta=``)."""
-  return jnp.einsum("btnh,btnh->bnt", d_out.astype(q.dtype).astype(
-      jnp.float32), out.astype(jnp.float32))
+  return row_delta(out, d_out.astype(q.dtype))
 
 
 def _ring_bwd(static, residuals, d_out):

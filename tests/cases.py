@@ -336,7 +336,7 @@ def check_backward_takes_delta(backward, backend: str, dtype, rate: float):
   dropout's (1 - rate) scaling applies to the given delta too.  Tiny: B 1,
   T 128, N 2, H 64, causal, in interpret mode off a GPU."""
   from pallas_flash import dropout, masks
-  from pallas_flash.params import KernelParams
+  from pallas_flash.params import KernelParams, row_delta
   from pallas_flash.triton import forward as triton_forward
   b, t, n, h = 1, 128, 2, 64
   rng = np.random.default_rng(0)
@@ -350,8 +350,7 @@ def check_backward_takes_delta(backward, backend: str, dtype, rate: float):
                         interpret=jax.default_backend() != "gpu")
   out, lse = jax.jit(triton_forward.forward, static_argnums=4)(
       q, k, v, arrays, params)
-  delta = jnp.einsum("btnh,btnh->bnt", d_out.astype(jnp.float32),
-                     out.astype(jnp.float32))
+  delta = row_delta(out, d_out)
   want = jax.jit(backward, static_argnums=7)(q, k, v, arrays, out, lse,
                                              d_out, params)
   got = jax.jit(lambda q, k, v, arrays, lse, d_out, delta: backward(

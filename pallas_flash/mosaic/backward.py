@@ -80,7 +80,7 @@ from pallas_flash.mosaic import forward as fwd
 from pallas_flash.mosaic.forward import COL, ROW, WGMMA
 from pallas_flash.mosaic import schedule
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
-from pallas_flash.params import KernelParams
+from pallas_flash.params import KernelParams, row_delta
 
 segment_ids = fwd.segment_ids
 _LOG2E = math.log2(math.e)
@@ -1462,8 +1462,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
 
   # delta_i = rowsum(dO_i * O_i)  (Alg. 2 line 4); lse in base 2.
   if delta is None:
-    delta = jnp.einsum("btnh,btnh->bnt", d_out.astype(jnp.float32),
-                       out.astype(jnp.float32))
+    delta = row_delta(out, d_out)
   rate = params.dropout_rate
   if rate > 0.0:  # delta' (module docstring)
     delta = delta * (1.0 - rate)

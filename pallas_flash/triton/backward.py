@@ -51,7 +51,7 @@ from jax.experimental.pallas import triton as plgpu
 
 from pallas_flash import masks
 from pallas_flash.triton.config import TritonConfig
-from pallas_flash.params import KernelParams
+from pallas_flash.params import KernelParams, row_delta
 from pallas_flash.triton import tiles
 from pallas_flash.triton.forward import kv_tile_loops
 
@@ -255,8 +255,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   compiler_params = plgpu.CompilerParams(num_warps=cfg.num_warps_bwd,
                                          num_stages=cfg.num_stages_bwd)
   if delta is None:  # delta_i = rowsum(dO_i * O_i)  (Alg. 2 line 4)
-    delta = jnp.einsum("btnh,btnh->bnt", d_out.astype(jnp.float32),
-                       out.astype(jnp.float32))
+    delta = row_delta(out, d_out)
   d_out = d_out.astype(q.dtype)
   rate = params.dropout_rate
   if rate > 0.0:  # delta' of the module docstring
