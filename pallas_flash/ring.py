@@ -50,7 +50,10 @@ The automatic ring (``backend_calls``, sharding.py's calls under ``jit``)
 receives contiguous shares; causal, it reorders them into the zigzag layout
 and back inside the call, by collective-permutes of half-shares
 (``_reorder``), so the work is balanced with no permutation asked of the
-user.
+user.  Top-left without a window, each device first runs the two diagonal
+chunks of its contiguous share (``_diagonals``: data it holds already, so
+the reordering's permutes fly meanwhile) and the zigzag ring's step 0
+leaves them out (``_plan``); the partials merge at home.
 
 Letters: B batch, T / S local query / key chunk length, N / K query / kv
 heads, H head dim; layout [B, T, N, H] as everywhere.
@@ -197,7 +200,15 @@ def backend_calls(params: KernelParams, axis_name):
   dk, dv) back, so the caller sees contiguous shares throughout (dK / dV
   from where the ring's last step leaves them, in one move).  The backward
   reorders delta = rowsum(dO * O) ([B, N, T] f32, ``_delta``) in place of
-  out, which the blocks' backends then do not read (``delta=``)."""
+  out, which the blocks' backends then do not read (``delta=``).
+
+  Zigzag without a window or a per-row diagonal (``diagonal_first``): the
+  two diagonal chunk pairs of each contiguous share run first, on the
+  shares as they arrive (``_diagonals``), while the reordering's
+  collective-permutes fly; the ring's step 0 runs only its second chunk
+  against its first (``_plan``), so every device still does the same work
+  at every step.  Their out / lse merge with the ring's once those are
+  back (``_merged``); their dq, dk, dv add to the ring's at home."""
   spec = params.spec
 
   def static(q):
