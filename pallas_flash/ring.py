@@ -208,7 +208,11 @@ def backend_calls(params: KernelParams, axis_name):
   collective-permutes fly; the ring's step 0 runs only its second chunk
   against its first (``_plan``), so every device still does the same work
   at every step.  Their out / lse merge with the ring's once those are
-  back (``_merged``); their dq, dk, dv add to the ring's at home."""
+  back (``_merged``); their dq, dk, dv add to the ring's at home.  An
+  optimization barrier ties the diagonals to the moved inputs (as
+  ``_in_flight`` ties a ring step to its transfer): XLA could otherwise
+  run them anywhere before their only use at the end, e.g. after the ring,
+  and the first step would wait for the moves as before."""
   spec = params.spec
 
   def static(q):
@@ -230,6 +234,8 @@ def backend_calls(params: KernelParams, axis_name):
     if st.diagonal_first:  # no data of another device: beside the moves
       local = _diagonals(st, q, k, v, contiguous(arrays))
     q, k, v = to((q, k, v))
+    if st.diagonal_first:  # the moves beside the diagonals (``_in_flight``)
+      (q, k, v), local = _in_flight((q, k, v), local)
     out, lse = _forward(st, q, k, v, _ring_mask(st, arrays))
     out, lse = back((out, lse), axes=(1, 2))
     return _merged(out, lse, *local) if st.diagonal_first else (out, lse)
@@ -246,6 +252,9 @@ def backend_calls(params: KernelParams, axis_name):
     ins = q, k, v
     q, k, v, delta, lse, d_out = to((q, k, v, delta, lse, d_out),
                                     axes=(1, 1, 1, 2, 2, 1))
+    if st.diagonal_first:  # the moves beside the diagonals (``_in_flight``)
+      (q, k, v, delta, lse, d_out), local = _in_flight(
+          (q, k, v, delta, lse, d_out), local)
     residuals = (q, k, v, _ring_mask(st, arrays), delta, lse)
     if not st.zigzag:
       return _grads_home(st, residuals, d_out)[:3]
