@@ -50,7 +50,10 @@ The automatic ring (``backend_calls``, sharding.py's calls under ``jit``)
 receives contiguous shares; causal, it reorders them into the zigzag layout
 and back inside the call, by collective-permutes of half-shares
 (``_reorder``), so the work is balanced with no permutation asked of the
-user.
+user.  Top-left without a window, each device first runs the two diagonal
+chunks of its contiguous share (``_diagonals``: data it holds already, so
+the reordering's permutes fly meanwhile) and the zigzag ring's step 0
+leaves them out (``_plan``); the partials merge at home.
 
 Letters: B batch, T / S local query / key chunk length, N / K query / kv
 heads, H head dim; layout [B, T, N, H] as everywhere.
@@ -197,20 +200,45 @@ def backend_calls(params: KernelParams, axis_name):
   dk, dv) back, so the caller sees contiguous shares throughout (dK / dV
   from where the ring's last step leaves them, in one move).  The backward
   reorders delta = rowsum(dO * O) ([B, N, T] f32, ``_delta``) in place of
-  out, which the blocks' backends then do not read (``delta=``)."""
+  out, which the blocks' backends then do not read (``delta=``).
+
+  Zigzag without a window or a per-row diagonal (``diagonal_first``): the
+  two diagonal chunk pairs of each contiguous share run first, on the
+  shares as they arrive (``_diagonals``), while the reordering's
+  collective-permutes fly; the ring's step 0 runs only its second chunk
+  against its first (``_plan``), so every device still does the same work
+  at every step.  Their out / lse merge with the ring's once those are
+  back (``_merged``); their dq, dk, dv add to the ring's at home.  An
+  optimization barrier ties the diagonals to the moved inputs (as
+  ``_in_flight`` ties a ring step to its transfer): XLA could otherwise
+  run them anywhere before their only use at the end, e.g. after the ring,
+  and the first step would wait for the moves as before."""
   spec = params.spec
 
   def static(q):
-    return _make_static(
+    st = _make_static(
         params, axis_name, _balanced(spec, q.shape[1]),
         spec.bottom_right and (spec.is_causal or spec.window is not None))
+    # Zigzag causal with the diagonal at a fixed place (no window, no
+    # per-row diagonal): the share's diagonal chunks run first, locally.
+    return dataclasses.replace(st, diagonal_first=st.zigzag and
+                               not st.shifted)
+
+  def contiguous(arrays):  # the ring's _Mask of the shares as they arrive
+    return _Mask(arrays.q_len, arrays.kv_len, arrays.q_segment_ids,
+                 arrays.kv_segment_ids, arrays.mask)
 
   def fwd(q, k, v, arrays):
     st = static(q)
     to, back = _orders(st)
+    if st.diagonal_first:  # no data of another device: beside the moves
+      local = _diagonals(st, q, k, v, contiguous(arrays))
     q, k, v = to((q, k, v))
+    if st.diagonal_first:  # the moves beside the diagonals (``_in_flight``)
+      (q, k, v), local = _in_flight((q, k, v), local)
     out, lse = _forward(st, q, k, v, _ring_mask(st, arrays))
-    return back((out, lse), axes=(1, 2))
+    out, lse = back((out, lse), axes=(1, 2))
+    return _merged(out, lse, *local) if st.diagonal_first else (out, lse)
 
   def bwd(q, k, v, arrays, out, lse, d_out):
     st = static(q)
@@ -218,8 +246,15 @@ def backend_calls(params: KernelParams, axis_name):
     # delta = rowsum(dO * O) once on the contiguous share: reordered instead
     # of out (a [B, N, T] f32 row for each [T, N, H] one).
     delta = _delta(q, out, d_out)
+    if st.diagonal_first:  # no data of another device: beside the moves
+      local = _diagonals(st, q, k, v, contiguous(arrays),
+                         grads=(delta, lse, d_out))
+    ins = q, k, v
     q, k, v, delta, lse, d_out = to((q, k, v, delta, lse, d_out),
                                     axes=(1, 1, 1, 2, 2, 1))
+    if st.diagonal_first:  # the moves beside the diagonals (``_in_flight``)
+      (q, k, v, delta, lse, d_out), local = _in_flight(
+          (q, k, v, delta, lse, d_out), local)
     residuals = (q, k, v, _ring_mask(st, arrays), delta, lse)
     if not st.zigzag:
       return _grads_home(st, residuals, d_out)[:3]
@@ -227,7 +262,11 @@ def backend_calls(params: KernelParams, axis_name):
     # straight to their contiguous homes: one move, not the hop home and
     # the reorder.
     dq, dk, dv, at = _ring_grads(st, residuals, d_out)
-    return back((dq, dk, dv), held_at=(0, at, at))
+    grads = back((dq, dk, dv), held_at=(0, at, at))
+    if not st.diagonal_first:
+      return grads
+    return tuple((g.astype(jnp.float32) + l.astype(jnp.float32)).astype(
+        x.dtype) for g, l, x in zip(grads, local, ins))
 
   return fwd, bwd
 
@@ -413,6 +452,11 @@ class _Static:
   per_row: bool = False
   window: tuple[int, int] | None = None
   bottom_right: bool = False
+  # The automatic ring's zigzag causal top-left path: each device runs the
+  # two diagonal chunks of its contiguous share itself, before the
+  # reordering (``_diagonals``), and the ring's step 0 leaves them out
+  # (``_plan``).
+  diagonal_first: bool = False
 
   @property
   def shifted(self) -> bool:
@@ -456,7 +500,7 @@ def _block_params(static: _Static, blk: _Block,
                              spec=_block_spec(static, blk, dense))
 
 
-def _plan(static: _Static, step: int):
+def _plan(static: _Static, step: int, me=None):
   """(pred, block, other) of ring step ``step`` (keys of device me - step):
   ``block`` where ``pred`` (None: always), else ``other`` (None: skip).
 
@@ -467,12 +511,24 @@ def _plan(static: _Static, step: int):
   else skipped.  Zigzag (chunks me, 2P-1-me against src, 2P-1-src): either
   all queries see the first key chunk, or the second query chunk sees both;
   one half-size call either way (Brandon et al. 2023's balance).
+
+  ``diagonal_first`` (zigzag): the two diagonal chunk pairs are done before
+  the ring (``_diagonals``), so step 0 keeps only the second chunk against
+  the first, one quarter-size full call on every device; the other steps
+  are unchanged, so every device still does the same work at every step.
+
+  ``me``: this device's index as a Python int (tests; default the traced
+  ``lax.axis_index``).
   """
   if not static.is_causal:
     return None, _Block(), None
   if step == 0:
+    if static.diagonal_first:
+      return None, _Block(q_part=1, kv_part=0), None
     return None, _Block(causal=True), None
-  earlier = lax.axis_index(static.axis_name) >= step
+  if me is None:
+    me = lax.axis_index(static.axis_name)
+  earlier = me >= step
   if not static.zigzag:
     return earlier, _Block(), None
   return earlier, _Block(kv_part=0), _Block(q_part=1)
@@ -564,10 +620,15 @@ def _f32(static: _Static, acc):
 
 def _add(static: _Static, acc, part, g):
   """``acc`` plus a block's gradient ``g`` on its rows ``part`` (None:
-  all), summed in f32.  ``acc`` None (nothing yet): ``g`` as it is, whole
-  rows, converted where it is next added (no pass of its own)."""
+  all), summed in f32.  ``acc`` None (nothing yet): ``g`` as it is (a
+  half block: with zeros for the other half, ``_parts``), converted where
+  it is next added (no pass of its own)."""
   if acc is None:
-    return g
+    if part is None:
+      return g
+    halves = [jnp.zeros_like(g)] * 2  # the other half: nothing yet
+    halves[part] = g
+    return tuple(halves)
   add = lambda a, g: (a + g.astype(jnp.float32),)
   return _update(static, add, (_f32(static, acc),), part, (g,), (1,))[0]
 
@@ -583,10 +644,11 @@ def _put(x, part, value, axis=1):
 
 def _start(static: _Static, device, part, rows: int):
   """Global position of the first row of a block of consecutive positions:
-  ``device``'s share (contiguous, ``part`` None) or its chunk ``part``
-  (zigzag: chunks device and 2P - 1 - device), ``rows`` long."""
-  if not static.zigzag:
-    return device * rows
+  ``device``'s share (contiguous, ``part`` None), its chunk ``part``
+  (zigzag: chunks device and 2P - 1 - device; contiguous: its halves),
+  ``rows`` long."""
+  if not static.zigzag:  # contiguous: a share, or its half ``part``
+    return device * rows if part is None else (2 * device + part) * rows
   last = 2 * lax.axis_size(static.axis_name) - 1
   return (device if part == 0 else last - device) * rows
 
@@ -750,13 +812,6 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
   """(out [B, T, N, H] q.dtype, lse [B, N, T] f32, +inf on rows that see
   no key: the kernels' backend contract)."""
   b, t, n, _ = q.shape
-  to_rows = lambda x: jnp.transpose(x, (0, 2, 1))[..., None]  # [B, T, N, 1]
-
-  def merge(out_a, lse_a, o_b, l_b):  # FA-2 Alg. 1's rescaling, across blocks
-    new = jnp.logaddexp(lse_a, l_b)
-    ref = jnp.where(jnp.isneginf(new), 0.0, new)
-    return (out_a * to_rows(jnp.exp(lse_a - ref))
-            + o_b.astype(jnp.float32) * to_rows(jnp.exp(l_b - ref)), new)
 
   def apply(kb, vb, blk: _Block, arrays, state):
     qa = _half(q, blk.q_part)
@@ -764,7 +819,7 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
     params = _block_params(static, blk, arrays)
     o_b, l_b = _dispatch.forward_fn(params)(qa, kc, vc, arrays, params)
     l_b = jnp.where(jnp.isinf(l_b), -jnp.inf, l_b)
-    return _update(static, merge, state, blk.q_part, (o_b, l_b), (1, 2))
+    return _update(static, _merge, state, blk.q_part, (o_b, l_b), (1, 2))
 
   state = (_parts(static, jnp.zeros(q.shape, jnp.float32)),
            _parts(static, jnp.full((b, n, t), -jnp.inf, jnp.float32), 2))
@@ -788,6 +843,56 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
       held = receive(payload)
   out, lse = _whole(state[0]), _whole(state[1], axis=2)
   return out.astype(q.dtype), jnp.where(jnp.isneginf(lse), jnp.inf, lse)
+
+
+def _merge(out_a, lse_a, o_b, l_b):
+  """FA-2 Alg. 1's rescaling, across blocks: (out [B, T, N, H] f32, lse
+  [B, N, T]) of two blocks' partials, lse -inf on rows that see no key
+  (their out stays zeros)."""
+  to_rows = lambda x: jnp.transpose(x, (0, 2, 1))[..., None]  # [B, T, N, 1]
+  new = jnp.logaddexp(lse_a, l_b)
+  ref = jnp.where(jnp.isneginf(new), 0.0, new)
+  return (out_a.astype(jnp.float32) * to_rows(jnp.exp(lse_a - ref))
+          + o_b.astype(jnp.float32) * to_rows(jnp.exp(l_b - ref)), new)
+
+
+def _diagonals(static: _Static, q, k, v, mask: _Mask, grads=None):
+  """The two diagonal chunk pairs of the local contiguous share (halves 2d
+  and 2d + 1 of the sequence cut into 2P, each against itself, causal
+  top-left), run on the shares as they arrive, before any reordering
+  (``diagonal_first``): the same work on every device, with no data of
+  another, so the reordering's collective-permutes fly meanwhile.
+
+  Forward (``grads`` None): (out [B, T, N, H] q.dtype, lse [B, N, T] f32,
+  +inf on rows that see no key of the diagonals).  Backward: ``grads`` =
+  (delta, lse, d_out) of the share (lse the whole sequence's), gives (dq,
+  dk, dv) of the diagonals in the input dtypes."""
+  flat = dataclasses.replace(static, zigzag=False, diagonal_first=False)
+  me = lax.axis_index(static.axis_name)
+  parts = []
+  for h in (0, 1):
+    blk = _Block(h, h, causal=True)
+    arrays = _arrays(flat, mask, blk, me, q, k, mask.kv_seg)
+    params = _block_params(flat, blk, arrays)
+    qa, kc, vc = (_half(x, h) for x in (q, k, v))
+    if grads is None:
+      parts.append(_dispatch.forward_fn(params)(qa, kc, vc, arrays, params))
+    else:
+      delta, lse, d_out = grads
+      parts.append(_dispatch.backward_fn(params)(
+          qa, kc, vc, arrays, None, _half(lse, h, axis=2),
+          _half(d_out.astype(q.dtype), h), params,
+          delta=_half(delta, h, axis=2)))
+  axes = (1, 2) if grads is None else (1, 1, 1)
+  return tuple(jnp.concatenate(x, axis=a) for x, a in zip(zip(*parts), axes))
+
+
+def _merged(out_a, lse_a, out_b, lse_b):
+  """(out, lse) of two partials of the same rows in the kernels' contract
+  (lse +inf on rows that see no key: those rows stay zeros, never NaN)."""
+  minus = lambda x: jnp.where(jnp.isinf(x), -jnp.inf, x)
+  out, lse = _merge(out_a, minus(lse_a), out_b, minus(lse_b))
+  return out.astype(out_a.dtype), jnp.where(jnp.isneginf(lse), jnp.inf, lse)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))

@@ -80,6 +80,14 @@ CASES = [
 ]
 
 
+def _seq_mesh(num):
+  """A 1-D mesh "x" of the first `num` devices (skips with fewer)."""
+  if len(jax.devices()) < num:
+    pytest.skip(f"needs {num} devices")
+  return jax.make_mesh((num,), ("x",), devices=jax.devices()[:num],
+                       axis_types=(jax.sharding.AxisType.Auto,))
+
+
 def _order(layout, x, name=""):
   """A global array in the layout's order: zigzag reorders the sequence
   axis (a dense mask: its rows and its columns; size-1 dims stay)."""
@@ -110,8 +118,7 @@ def test_ring_matches_reference(layout, case):
   sharded array would move data), compared with the reference's results
   put in that order.  Lengths are whole-sequence ones (replicated); segment
   ids are shared like q and travel with their K/V share."""
-  mesh = jax.make_mesh((NUM,), ("x",), devices=jax.devices()[:NUM],
-                       axis_types=(jax.sharding.AxisType.Auto,))
+  mesh = _seq_mesh(NUM)
   q, kk, v, kw = case.inputs()
   do = jax.random.normal(jax.random.key(7), q.shape, q.dtype)
   order = functools.partial(_order, layout)
@@ -218,8 +225,7 @@ def _counting_kernels(monkeypatch):
 def test_window_skips_steps_no_row_sees(monkeypatch, window, causal, calls,
                                         hops):
   counts = _counting_kernels(monkeypatch)
-  mesh = jax.make_mesh((NUM,), ("x",), devices=jax.devices()[:NUM],
-                       axis_types=(jax.sharding.AxisType.Auto,))
+  mesh = _seq_mesh(NUM)
   q, k, v, kw = Case("w", t=32, s=32, h=32, causal=causal,
                      window=window).inputs()
   ring = jax.jit(jax.shard_map(
@@ -246,11 +252,13 @@ def test_automatic_ring_balances_causal_work(monkeypatch):
   # sharding.py's per-shard calls (ring.backend_calls) take contiguous
   # shares; causal, they reorder them into the zigzag layout, so every
   # device runs one kernel call a step (contiguous: device i runs i + 1),
-  # and return out and lse in the contiguous order.
+  # and return out and lse in the contiguous order.  Top-left without a
+  # window, each device first runs the two diagonal chunks of its
+  # contiguous share (two calls, before the reordering), which the ring's
+  # step 0 leaves out: NUM + 2 calls on every device.
   from pallas_flash import _dispatch, masks, reference, ring
   counts = _counting_kernels(monkeypatch)
-  mesh = jax.make_mesh((NUM,), ("x",), devices=jax.devices()[:NUM],
-                       axis_types=(jax.sharding.AxisType.Auto,))
+  mesh = _seq_mesh(NUM)
   q, k, v, kw = Case("c", t=32, s=32, n=4, k=2, h=32, causal=True,
                      segments=True).inputs()
   q, k, v, arrays, spec, scale, _, _ = _dispatch.validate(
@@ -265,7 +273,7 @@ def test_automatic_ring_balances_causal_work(monkeypatch):
       fwd, mesh=mesh, in_specs=(seq, seq, seq, specs),
       out_specs=(seq, P(None, None, "x")), check_vma=False))(q, k, v, arrays)
   jax.effects_barrier()
-  assert [counts[i] for i in range(NUM)] == [NUM] * NUM
+  assert [counts[i] for i in range(NUM)] == [NUM + 2] * NUM
   want, want_lse = reference.attention(q, k, v, arrays, spec=spec,
                                       scale=scale, logits_soft_cap=None)
   np.testing.assert_allclose(out, want, atol=2e-5, rtol=2e-5)
@@ -277,8 +285,7 @@ def test_automatic_ring_balances_causal_work(monkeypatch):
 
 def test_ring_mask_needs_every_key_column():
   # A device's mask rows span the keys of the whole sequence (P * S).
-  mesh = jax.make_mesh((NUM,), ("x",), devices=jax.devices()[:NUM],
-                       axis_types=(jax.sharding.AxisType.Auto,))
+  mesh = _seq_mesh(NUM)
   ring = jax.shard_map(
       lambda q: pf.ring_attention(q, q, q, axis_name="x",
                                   mask=jnp.ones((1, 1, 16, 16), bool)),
@@ -329,11 +336,8 @@ def _permutes(hlo):
 @pytest.mark.parametrize("num,permutes,words", [(2, 7, 28864),
                                                 (4, 16, 67968)])
 def test_automatic_ring_sends_gradients_home_once(num, permutes, words):
-  if len(jax.devices()) < num:
-    pytest.skip(f"needs {num} devices")
   from jax.sharding import NamedSharding
-  mesh = jax.make_mesh((num,), ("x",), devices=jax.devices()[:num],
-                       axis_types=(jax.sharding.AxisType.Auto,))
+  mesh = _seq_mesh(num)
   rng = np.random.default_rng(0)
   t = 16 * num
   q, k, v, ct = (jnp.asarray(rng.standard_normal((2, t, heads, 32),
@@ -379,10 +383,7 @@ def test_reorder_back_from_held_shares(num):
   P = 4, at = 3, the automatic ring's dK / dV), mixed offsets in at most
   four."""
   from pallas_flash import ring
-  if len(jax.devices()) < num:
-    pytest.skip(f"needs {num} devices")
-  mesh = jax.make_mesh((num,), ("x",), devices=jax.devices()[:num],
-                       axis_types=(jax.sharding.AxisType.Auto,))
+  mesh = _seq_mesh(num)
   rows = 2 * num * 3  # halves of 3 rows
   xs = (np.arange(2 * rows * 3, dtype=np.float32).reshape(2, rows, 3),
         np.arange(2 * 5 * rows).reshape(2, 5, rows).astype(jnp.bfloat16),
@@ -406,3 +407,110 @@ def test_reorder_back_from_held_shares(num):
       most = (1 if (num, held_at) == (4, 3) else 2 if len(set(ats)) == 1
               else 4)
       assert count <= most, (held_at, count)
+
+
+def _plan_pairs(num, me, step, diagonal_first):
+  """The (query chunk, key chunk) pairs of the 2P chunks that ring._plan's
+  block covers on zigzag device ``me`` at ring step ``step`` (visible
+  pairs only), and its work in chunk pairs (a diagonal pair: 1/2)."""
+  from pallas_flash import ring
+  static = ring._Static(None, "x", is_causal=True, zigzag=True,
+                        diagonal_first=diagonal_first)
+  pred, block, other = ring._plan(static, step, me=me)
+  blk = block if pred is None or pred else other
+  chunks = lambda d: (d, 2 * num - 1 - d)
+  src = (me - step) % num
+  part = lambda cs, p: cs if p is None else (cs[p],)
+  pairs = [(a, b) for a in part(chunks(me), blk.q_part)
+           for b in part(chunks(src), blk.kv_part)]
+  if not blk.causal:  # a full block: every pair of it visible
+    assert all(a > b for a, b in pairs), (me, step, pairs)
+  pairs = [(a, b) for a, b in pairs if a >= b]
+  return pairs, sum(0.5 if a == b else 1 for a, b in pairs)
+
+
+# The automatic ring's diagonal-first plan (ring._diagonals + ring._plan):
+# device d first runs the diagonal pairs (2d, 2d), (2d+1, 2d+1) of its
+# contiguous share; the zigzag ring then covers every other visible pair,
+# each exactly once, and every device does the same work at every step
+# (step 0: the pair (2P-1-d, d), one chunk pair; later steps two).
+#
+# Why not also leave the (2d+1, 2d) pairs to the local block (the whole
+# contiguous causal share first): the zigzag device holding odd chunk c
+# meets chunk c-1 at step 1 (odd devices) or step P-1 (even ones), so for
+# P >= 4 half the devices do one pair and half two at those two steps;
+# the ring's steps wait for the slowest, and the critical path grows by one
+# chunk pair (2P+1 against 2P), more than the reordering it would hide.
+@pytest.mark.parametrize("num", [2, 4, 8])
+def test_diagonal_first_covers_every_pair_once(num):
+  visible = collections.Counter(
+      (a, b) for a in range(2 * num) for b in range(a + 1))
+  for diagonal_first in (False, True):
+    done = collections.Counter()
+    if diagonal_first:
+      done.update((c, c) for c in range(2 * num))  # ring._diagonals
+    for step in range(num):
+      work = set()
+      for me in range(num):
+        pairs, units = _plan_pairs(num, me, step, diagonal_first)
+        done.update(pairs)
+        work.add(units)
+      want = 1 if diagonal_first and step == 0 else 2
+      assert work == {want}, (diagonal_first, step, work)
+    assert done == visible, (diagonal_first, done - visible, visible - done)
+  # The whole contiguous share first would skip unequal work per step:
+  # (odd c, c-1) at step 1 on odd devices, at step P-1 on even ones.
+  per_step = [[sum(0.5 if a == b else 1
+                   for a, b in _plan_pairs(num, me, step, False)[0]
+                   if a // 2 != b // 2) for me in range(num)]
+              for step in range(num)]
+  critical = sum(max(w) for w in per_step)
+  assert critical == (2 * num - 2 if num == 2 else 2 * num - 1), per_step
+
+
+# The automatic ring on the diagonal-first path (causal top-left, no
+# window): values and gradients under jit equal the one-device call on 2
+# and 4 devices, f32 and bf16, MHA, GQA (2 query heads on 1 kv head), an
+# odd head dim, and lengths that leave query rows with no key (their lse
+# +inf: merged to zeros, never NaN); the compiled program moves data by
+# collective-permutes only.
+@pytest.mark.parametrize("num", [2, 4])
+@pytest.mark.parametrize("dtype,heads,h,lengths", [
+    ("float32", (2, 2), 32, False), ("float32", (2, 1), 40, False),
+    ("bfloat16", (2, 1), 32, False), ("float32", (2, 1), 32, True)])
+def test_automatic_ring_diagonal_first(num, dtype, heads, h, lengths):
+  from jax.sharding import NamedSharding
+  mesh = _seq_mesh(num)
+  rng = np.random.default_rng(1)
+  t = 16 * num
+  q, k, v, ct = (jnp.asarray(rng.standard_normal((2, t, n, h), np.float32),
+                             dtype)
+                 for n in (heads[0], heads[1], heads[1], heads[0]))
+  # Padding from inside the second chunk of device 0 (query rows past 6 on
+  # batch row 1 see keys; rows of batch row 0 past 2 * t // 3 none, and
+  # keys of batch row 1 past 5 are padding).
+  extra = {} if not lengths else {
+      "query_seq_lengths": jnp.array([2 * t // 3, t], jnp.int32),
+      "key_value_seq_lengths": jnp.array([t, 5], jnp.int32)}
+
+  def fwd_bwd(q, k, v, ct, extra):
+    f = functools.partial(pf.flash_attention, is_causal=True,
+                          implementation="triton", context_parallel="ring",
+                          **extra)
+    out, vjp = jax.vjp(f, q, k, v)
+    return out, *vjp(ct)
+
+  want = jax.jit(fwd_bwd)(q, k, v, ct, extra)
+  args = [jax.device_put(x, NamedSharding(mesh, P(None, "x")))
+          for x in (q, k, v, ct)]
+  compiled = jax.jit(fwd_bwd).lower(*args, extra).compile()
+  tol = 2e-5 if dtype == "float32" else 2e-2
+  for name, g, w in zip(["out", "dq", "dk", "dv"], compiled(*args, extra),
+                        want):
+    assert g.dtype == w.dtype, name
+    g, w = (np.asarray(x, np.float32) for x in (g, w))
+    assert np.all(np.isfinite(g)), name
+    np.testing.assert_allclose(g, w, atol=tol, rtol=tol, err_msg=name)
+  hlo = compiled.as_text()
+  assert not _OTHER_COLLECTIVES.search(hlo), _OTHER_COLLECTIVES.findall(hlo)
+  assert "collective-permute" in hlo
