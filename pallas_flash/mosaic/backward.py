@@ -742,7 +742,10 @@ def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer,
     plgpu.set_max_registers(regs[1], action="decrease")
     producer()
 
-  lax.cond(wg == c, producers, consumers)
+  # (producers first: Pallas lowers a cond's branches[0], its false branch,
+  # a second time for its result types; as consumers it doubled the
+  # kernel's jaxpr -> Mosaic GPU lowering of the consumer side)
+  lax.cond(wg != c, consumers, producers)
 
 
 def _interpret_barriers(cfg: MosaicBackwardConfig):
