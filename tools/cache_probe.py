@@ -1,0 +1,43 @@
+"""The first call with JAX's persistent compilation cache, one cell per process
+(issue 50 item 2: "caching where JAX allows it").
+
+Times trace / lower / compile / first run / a second run of the jitted
+fwd+bwd (value_and_grad, random cotangent) of one benchmark cell (B x S =
+16k tokens, hidden 2048, bf16, the default dispatch) after a warm-up call on a
+tiny shape, with the cache in CACHE_DIR ("none": no cache), and prints one
+RESULT line with a checksum of the loss and gradients (equal checksums: the
+cached executable computes the same bits).  Run it twice with the same
+CACHE_DIR: the first process compiles and writes the cache, the second reads
+it.  The record (H200, 2026-11-28) ran, per cell, from the repository root:
+
+  for c in d64_16k_N d64_4k_C d128_4k_N; do
+    PYTHONPATH=$PWD python3 tools/cache_probe.py $c /tmp/jcache   # writes
+    PYTHONPATH=$PWD python3 tools/cache_probe.py $c /tmp/jcache   # reads
+  done
+  PYTHONPATH=$PWD python3 tools/cache_probe.py d64_4k_C none       # no cache
+"""
+import sys, time
+cell, cache = sys.argv[1], sys.argv[2]
+import jax, jax.numpy as jnp
+if cache != "none":
+  jax.config.update("jax_compilation_cache_dir", cache)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+import pallas_flash as pf
+# warm-up on a tiny other shape so import / backend set-up do not count
+x = jnp.ones((1, 128, 2, 32), jnp.bfloat16)
+jax.block_until_ready(jax.jit(lambda a: pf.flash_attention(a, a, a))(x))
+d, s, c = cell.split("_"); h = int(d[1:]); seq = int(s[:-1]) * 1024; causal = c == "C"
+n = 2048 // h; b = 16384 // seq
+ks = jax.random.split(jax.random.key(0), 4)
+q, k, v, ct = (jax.random.normal(kk, (b, seq, n, h), jnp.bfloat16) for kk in ks)
+def loss(q, k, v):
+  return (pf.flash_attention(q, k, v, is_causal=causal).astype(jnp.float32) * ct).sum()
+f = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
+t0 = time.perf_counter(); tr = f.trace(q, k, v); t1 = time.perf_counter()
+lo = tr.lower(); t2 = time.perf_counter(); co = lo.compile(); t3 = time.perf_counter()
+r = jax.block_until_ready(co(q, k, v)); t4 = time.perf_counter()
+jax.block_until_ready(co(q, k, v)); t5 = time.perf_counter()
+chk = float(r[0]) + sum(float(jnp.abs(g.astype(jnp.float32)).sum()) for g in r[1])
+print(f"RESULT {cell} cache={'on' if cache != 'none' else 'off'} trace {t1-t0:.2f} lower {t2-t1:.2f} "
+      f"compile {t3-t2:.2f} first_run {t4-t3:.2f} second_run {t5-t4:.3f} total {t4-t0:.2f} chk {chk:.6e}", flush=True)
