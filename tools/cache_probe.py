@@ -14,7 +14,8 @@ it.  The record (H200, 2026-11-28) ran, per cell, from the repository root:
     PYTHONPATH=$PWD python3 tools/cache_probe.py $c /tmp/jcache   # writes
     PYTHONPATH=$PWD python3 tools/cache_probe.py $c /tmp/jcache   # reads
   done
-  PYTHONPATH=$PWD python3 tools/cache_probe.py d64_4k_C none       # no cache
+and, at the same time on another GPU, in the tree of bd49650, each cell once
+with CACHE_DIR none (no cache).
 """
 import sys, time
 cell, cache = sys.argv[1], sys.argv[2]
