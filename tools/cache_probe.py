@@ -8,7 +8,9 @@ tiny shape, with the cache in CACHE_DIR ("none": no cache), and prints one
 RESULT line with a checksum of the loss and gradients (equal checksums: the
 cached executable computes the same bits).  Run it twice with the same
 CACHE_DIR: the first process compiles and writes the cache, the second reads
-it.  The record (H200, 2026-11-28) ran, per cell, from the repository root:
+it.  The record (H200, 2026-11-28; an earlier form of this script that closed
+over the cotangent, a 64 MiB constant in each program: see the record's
+correction) ran, per cell, from the repository root:
 
   for c in d64_16k_N d64_4k_C d128_4k_N; do
     PYTHONPATH=$PWD python3 tools/cache_probe.py $c /tmp/jcache   # writes
@@ -17,28 +19,56 @@ it.  The record (H200, 2026-11-28) ran, per cell, from the repository root:
 and, at the same time on another GPU, in the tree of bd49650, each cell once
 with CACHE_DIR none (no cache).
 """
-import sys, time
-cell, cache = sys.argv[1], sys.argv[2]
-import jax, jax.numpy as jnp
-if cache != "none":
-  jax.config.update("jax_compilation_cache_dir", cache)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-  jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-import pallas_flash as pf
-# warm-up on a tiny other shape so import / backend set-up do not count
-x = jnp.ones((1, 128, 2, 32), jnp.bfloat16)
-jax.block_until_ready(jax.jit(lambda a: pf.flash_attention(a, a, a))(x))
-d, s, c = cell.split("_"); h = int(d[1:]); seq = int(s[:-1]) * 1024; causal = c == "C"
-n = 2048 // h; b = 16384 // seq
-ks = jax.random.split(jax.random.key(0), 4)
-q, k, v, ct = (jax.random.normal(kk, (b, seq, n, h), jnp.bfloat16) for kk in ks)
-def loss(q, k, v):
-  return (pf.flash_attention(q, k, v, is_causal=causal).astype(jnp.float32) * ct).sum()
-f = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
-t0 = time.perf_counter(); tr = f.trace(q, k, v); t1 = time.perf_counter()
-lo = tr.lower(); t2 = time.perf_counter(); co = lo.compile(); t3 = time.perf_counter()
-r = jax.block_until_ready(co(q, k, v)); t4 = time.perf_counter()
-jax.block_until_ready(co(q, k, v)); t5 = time.perf_counter()
-chk = float(r[0]) + sum(float(jnp.abs(g.astype(jnp.float32)).sum()) for g in r[1])
-print(f"RESULT {cell} cache={'on' if cache != 'none' else 'off'} trace {t1-t0:.2f} lower {t2-t1:.2f} "
-      f"compile {t3-t2:.2f} first_run {t4-t3:.2f} second_run {t5-t4:.3f} total {t4-t0:.2f} chk {chk:.6e}", flush=True)
+from __future__ import annotations
+
+import sys
+import time
+
+
+def main(cell: str, cache: str) -> None:
+  import jax
+  import jax.numpy as jnp
+  if cache != "none":  # before the first compile
+    jax.config.update("jax_compilation_cache_dir", cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+  import pallas_flash as pf
+  # A warm-up on a tiny other shape: import and backend set-up do not count.
+  x = jnp.ones((1, 128, 2, 32), jnp.bfloat16)
+  jax.block_until_ready(jax.jit(lambda a: pf.flash_attention(a, a, a))(x))
+  d, s, c = cell.split("_")  # e.g. d64_16k_N: head dim, S, causal or not
+  h, seq, causal = int(d[1:]), int(s[:-1]) * 1024, c == "C"
+  n, b = 2048 // h, 16384 // seq  # hidden 2048, B x S = 16k tokens
+  ks = jax.random.split(jax.random.key(0), 4)
+  q, k, v, ct = (jax.random.normal(kk, (b, seq, n, h), jnp.bfloat16)
+                 for kk in ks)
+
+  # The cotangent is an argument: closed over, it would be a constant of the
+  # program (64 MiB in these cells), which the compile and the cache's
+  # compression of the executable then pay for (the 2026-11-28 record did).
+  def loss(q, k, v, ct):
+    out = pf.flash_attention(q, k, v, is_causal=causal)
+    return (out.astype(jnp.float32) * ct).sum()
+
+  f = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
+  t0 = time.perf_counter()
+  traced = f.trace(q, k, v, ct)
+  t1 = time.perf_counter()
+  lowered = traced.lower()
+  t2 = time.perf_counter()
+  compiled = lowered.compile()
+  t3 = time.perf_counter()
+  r = jax.block_until_ready(compiled(q, k, v, ct))
+  t4 = time.perf_counter()
+  jax.block_until_ready(compiled(q, k, v, ct))
+  t5 = time.perf_counter()
+  chk = float(r[0]) + sum(float(jnp.abs(g.astype(jnp.float32)).sum())
+                          for g in r[1])
+  print(f"RESULT {cell} cache={'on' if cache != 'none' else 'off'} "
+        f"trace {t1 - t0:.2f} lower {t2 - t1:.2f} compile {t3 - t2:.2f} "
+        f"first_run {t4 - t3:.2f} second_run {t5 - t4:.3f} "
+        f"total {t4 - t0:.2f} chk {chk:.6e}", flush=True)
+
+
+if __name__ == "__main__":
+  main(sys.argv[1], sys.argv[2])
