@@ -818,8 +818,8 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
     kc, vc = _half(kb, blk.kv_part), _half(vb, blk.kv_part)
     params = _block_params(static, blk, arrays)
     o_b, l_b = _dispatch.forward_fn(params)(qa, kc, vc, arrays, params)
-    l_b = jnp.where(jnp.isinf(l_b), -jnp.inf, l_b)
-    return _update(static, _merge, state, blk.q_part, (o_b, l_b), (1, 2))
+    return _update(static, _merge, state, blk.q_part,
+                   (o_b, _lse_to_merge(l_b)), (1, 2))
 
   state = (_parts(static, jnp.zeros(q.shape, jnp.float32)),
            _parts(static, jnp.full((b, n, t), -jnp.inf, jnp.float32), 2))
@@ -842,7 +842,18 @@ def _forward(static: _Static, q, k, v, mask: _Mask):
       payload, state = _in_flight(payload, state)
       held = receive(payload)
   out, lse = _whole(state[0]), _whole(state[1], axis=2)
-  return out.astype(q.dtype), jnp.where(jnp.isneginf(lse), jnp.inf, lse)
+  return out.astype(q.dtype), _lse_to_contract(lse)
+
+
+def _lse_to_merge(lse):
+  """A backend's lse (+inf on rows that see no key) as ``_merge`` takes it
+  (-inf: logaddexp then leaves such a row to the other partial)."""
+  return jnp.where(jnp.isinf(lse), -jnp.inf, lse)
+
+
+def _lse_to_contract(lse):
+  """``_lse_to_merge``'s inverse: -inf back to the backends' +inf."""
+  return jnp.where(jnp.isneginf(lse), jnp.inf, lse)
 
 
 def _merge(out_a, lse_a, o_b, l_b):
@@ -890,9 +901,8 @@ def _diagonals(static: _Static, q, k, v, mask: _Mask, grads=None):
 def _merged(out_a, lse_a, out_b, lse_b):
   """(out, lse) of two partials of the same rows in the kernels' contract
   (lse +inf on rows that see no key: those rows stay zeros, never NaN)."""
-  minus = lambda x: jnp.where(jnp.isinf(x), -jnp.inf, x)
-  out, lse = _merge(out_a, minus(lse_a), out_b, minus(lse_b))
-  return out.astype(out_a.dtype), jnp.where(jnp.isneginf(lse), jnp.inf, lse)
+  out, lse = _merge(out_a, _lse_to_merge(lse_a), out_b, _lse_to_merge(lse_b))
+  return out.astype(out_a.dtype), _lse_to_contract(lse)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
