@@ -8,16 +8,10 @@ tiny shape, with the cache in CACHE_DIR ("none": no cache), and prints one
 RESULT line with a checksum of the loss and gradients (equal checksums: the
 cached executable computes the same bits).  Run it twice with the same
 CACHE_DIR: the first process compiles and writes the cache, the second reads
-it.  The record (benchmarks/results/h200_2026-11-29_first_call_cache; one
-H200) ran, per cell, from the repository root:
-
-  for c in d64_4k_C d128_4k_N; do
-    PYTHONPATH=$PWD python3 tools/cache_probe.py $c none          # no cache
-    PYTHONPATH=$PWD python3 tools/cache_probe.py $c /tmp/jc_$c    # writes
-    PYTHONPATH=$PWD python3 tools/cache_probe.py $c /tmp/jc_$c    # reads
-  done
-(The 2026-11-28 record ran an earlier form of this script that closed over
-the cotangent, a 64 MiB constant in each program.)
+it.  benchmarks/results/h200_2026-11-29_first_call_cache/README.md has the
+commands of the record (one H200: each cell without a cache, then writing
+and reading one).  (The 2026-11-28 record ran an earlier form of this
+script that closed over the cotangent, a 64 MiB constant in each program.)
 """
 from __future__ import annotations
 
