@@ -77,6 +77,10 @@ GPU_CASES = [
       causal=True, window=(512, 0)),
     M("gpu d64 S1k segments soft-cap", b=2, t=1024, s=1024, n=2, k=2,
       segments=True, soft_cap=20.0),
+    M("gpu d128 S2k causal, softmax overlap", b=2, t=2048, s=2048, n=4, k=4,
+      h=128, causal=True, config=MosaicConfig(overlap_softmax=True,
+                                              persistent=True,
+                                              heads_inner=True)),
 ]
 
 

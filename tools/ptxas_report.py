@@ -1,23 +1,28 @@
 """ptxas's register report of the Mosaic GPU kernels on the default Hopper
 path, per kernel: registers, spill bytes, and whether ptxas serialized the
-wgmmas for want of registers (its C7512 "Potential Performance Loss" note:
-then each wgmma waits for the one before, and a kernel runs at about half
-speed; H100 run 112, 2026-11-24: the three-consumer d128 forward with ALiBi,
-337 TFLOP/s against 672 without ALiBi).  GPU only (ptxas runs when Mosaic
-GPU compiles a kernel, with ``MOSAIC_GPU_DUMP_PTXAS=1``).
+wgmmas (its "Potential Performance Loss" notes: C7512, for want of
+registers; C7513, an instruction other than a wgmma writing a wgmma's input
+registers while it is in flight.  Each wgmma then waits for the one before:
+H100 run 112, 2026-11-24, the three-consumer d128 forward with ALiBi, 337
+TFLOP/s against 672 without ALiBi; H200 2026-11-29, the fp8 forward with
+the softmax overlap before its P was packed after the P V wait, 0.68 -> 0.81
+of cuDNN fp8).  GPU only (ptxas runs when Mosaic GPU compiles a kernel, with
+``MOSAIC_GPU_DUMP_PTXAS=1``).  ``--check`` exits 1 on a serialized kernel
+or a cell that did not compile (tests/test_ptxas.py, in .ci/gpu).
 
 Each cell (``benchmarks.workloads.Workload``: head dim, causal, sequence
 length, feature) compiles and runs ``jax.grad`` of ``flash_attention`` once,
 in a process of its own (ptxas prints to the process's output), so the
-forward and every backward kernel of its default configs are reported; the
-configs depend on the sequence length, the cost of a compile does not.
+forward and every backward kernel of its default configs are reported (fp8:
+e4m3 inputs, the forward alone); the configs depend on the sequence length,
+the cost of a compile does not.
 Each ``--variant`` (``bwd_bench``'s syntax: backward config fields, forward
 ones written ``fwd.``) compiles every cell again with the default configs
 changed by those fields (``with_variant``), as row "cell [variant]".
 
   PYTHONPATH=$PWD python3 -m tools.ptxas_report [--head-dims 64,128]
-      [--seqlens 4096,16384] [--features plain,dropout,alibi,bias] [--out FILE]
-      [--variant dkdv_registers=232 ...]
+      [--seqlens 4096,16384] [--features plain,dropout,alibi,bias,fp8]
+      [--out FILE] [--variant dkdv_registers=232 ...] [--check]
 
 Prints a table last: one row per (cell, kernel).
 """
@@ -48,8 +53,9 @@ from pallas_flash.mosaic.config import (  # noqa: E402
 
 FEATURES = {"plain": {}, "dropout": dict(dropout=0.1), "alibi": dict(alibi=True)}
 # Not in the default --features: a [1, N, T, S] bf16 bias (the forward's
-# bias ring, issue 50), which ``compile_cell`` passes beside the workload.
-EXTRA_FEATURES = {"bias": {}}
+# bias ring, issue 50), which ``compile_cell`` passes beside the workload;
+# fp8: float8_e4m3fn q, k, v (unit descales), the forward alone (issue 49).
+EXTRA_FEATURES = {"bias": {}, "fp8": {}}
 _MARK = "==== cell "
 
 
@@ -57,8 +63,9 @@ def cell(h: int, t: int, causal: bool, feature: str) -> Workload:
   """One sequence of 2 heads: small arrays, the default configs of T = S =
   t."""
   name = f"d{h} S{t // 1024}k {'C' if causal else 'N'} {feature}"
+  dtype = "float8_e4m3fn" if feature == "fp8" else "bfloat16"
   return Workload(name=name, batch=1, seqlen=t, heads=2, kv_heads=2,
-                  head_dim=h, causal=causal, dtype="bfloat16",
+                  head_dim=h, causal=causal, dtype=dtype,
                   **{**FEATURES, **EXTRA_FEATURES}[feature])
 
 
@@ -87,8 +94,12 @@ def compile_cell(w: Workload):
   q, k, v, kw = w.inputs(0)
   if w.name.endswith(" bias"):
     kw["bias"] = jnp.zeros((1, w.heads, w.seqlen, w.kv_len), w.dtype)
-  loss = lambda q, k, v: pf.flash_attention(
-      q, k, v, implementation="mosaic", **kw).astype(jnp.float32).sum()
+  attention = lambda q, k, v: pf.flash_attention(
+      q, k, v, implementation="mosaic", **kw)
+  if w.name.endswith(" fp8"):  # forward only
+    jax.block_until_ready(jax.jit(attention)(q, k, v))
+    return
+  loss = lambda q, k, v: attention(q, k, v).astype(jnp.float32).sum()
   jax.block_until_ready(jax.jit(jax.grad(loss, (0, 1, 2)))(q, k, v))
 
 
@@ -148,6 +159,9 @@ def main(argv=None):
   ap.add_argument("--one", default="", help=argparse.SUPPRESS)  # H,T,C,F
   ap.add_argument("--one-variant", default="", help=argparse.SUPPRESS)
   ap.add_argument("--out", default="", help="also write the table here")
+  ap.add_argument("--check", action="store_true",
+                  help="exit 1 if a kernel's wgmmas are serialized or a "
+                       "cell did not compile (the GPU suite's test)")
   args = ap.parse_args(argv)
   if jax.default_backend() != "gpu":
     sys.exit("ptxas_report needs a GPU (ptxas runs when Mosaic GPU compiles)")
@@ -185,6 +199,11 @@ def main(argv=None):
   if args.out:
     with open(args.out, "w") as f:
       f.write(out + "\n")
+  serialized = [f"{r['cell']} {r['kernel']}" for r in rows if r["serialized"]]
+  if serialized:
+    print("wgmmas serialized in:", ", ".join(serialized))
+  if args.check and (failed or serialized or not rows):
+    sys.exit(1)
 
 
 if __name__ == "__main__":

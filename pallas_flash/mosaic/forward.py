@@ -1245,7 +1245,12 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked,
                                     ab=ab, slot=slot, bias16=bias16)
             alpha = jnp.exp2(m_i - m_new)
-            return m_new, l_i * alpha + p.sum(axis=1), to_pv(p, j), alpha
+            # fp8: P(j) leaves in f32 and is packed once P(j-1) V(j-1) is
+            # done.  Packed here, the e4m3 words (inline PTX) were written
+            # into P(j-1)'s registers while that wgmma still read them, and
+            # ptxas serialized every wgmma of the kernel (note C7513).
+            return (m_new, l_i * alpha + p.sum(axis=1),
+                    p if fp8 else to_pv(p, j), alpha)
 
           if interpret:
             # Interpret mode: no register-operand wgmma (see `add_pv`).
@@ -1272,10 +1277,13 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
               for ref, value in zip(out_refs, softmax(s, bias16)):
                 ref[...] = value
 
-            outs = (m_i, l_i, p_prev, m_i)  # placeholders: m, l, P(j), alpha
+            # placeholders: m, l, P(j) (fp8: f32, packed below), alpha
+            outs = (m_i, l_i, zeros_s if fp8 else p_prev, m_i)
             acc, _, m_new, l_new, p16, alpha = pl.run_state(gemms_and_softmax)(
                 (plgpu.ACC.init(acc),
                  plgpu.ACC.init(zeros_s if init is None else init), *outs))
+          if fp8:
+            p16 = to_pv(p16, j)
           pl.when(j > 0)(lambda: sync.release(1, prev))
           acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
           return acc, m_new, l_new, p16
