@@ -230,7 +230,11 @@ class MosaicConfig:
     without the overlap, 0.960 with block_kv=256 too; S4k C 0.705 -> 0.873
     (block_kv=256 0.861); S16k C 0.770 -> 1.012 (three consumers 1.023);
     S16k N (three consumers, no overlap already) 0.968; d64 S4k N 0.911 ->
-    0.953 with three consumers (S16k 1.066 either way).
+    0.953 with three consumers (S16k 1.066 either way).  Those overlap
+    figures had every wgmma serialized (ptxas note C7513, fixed 2026-11-29);
+    fixed, the overlap at block_kv=128 still reads 0.81-0.83 at S4k N
+    against 0.93-0.94 for this entry and is level where causal (H200,
+    docs/design.md, "Tried and not taken").
     """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
     cfg = _TABLE[key]
