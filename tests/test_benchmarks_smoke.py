@@ -311,6 +311,49 @@ def test_ptxas_report_reads_spills_and_serialized_wgmmas(monkeypatch):
     ptxas_report.main([])
 
 
+def test_ptxas_report_flags_c7513_too():
+  """ptxas's C7513 (a non-wgmma instruction writing a wgmma's input
+  registers while it is in flight) serializes the wgmmas as C7512 does."""
+  from tools import ptxas_report
+  fn = "pallas_flash_mosaic_fwd_mosaic_gpu_kernel"
+  rows = ptxas_report.parse("\n".join([
+      "==== cell d128 S4k N fp8 [fwd.overlap_softmax=True]",
+      "ptxas info    : (C7513) Potential Performance Loss: wgmma.mma_async "
+      "instructions are serialized due to non wgmma instructions defining "
+      "input registers of a wgmma between start and end of the pipeline "
+      f"stage in the function '{fn}'",
+      f"ptxas info    : Compiling entry function '{fn}' for 'sm_90a'",
+      "ptxas info    : Used 168 registers, used 16 barriers"]))
+  assert [(r["kernel"], r["serialized"]) for r in rows] == [
+      ("pallas_flash_mosaic_fwd", True)]
+
+
+def test_kernel_profile_summarises_phases_and_gaps(monkeypatch):
+  """tools.kernel_profile.summarise: per phase the cycles of each entry /
+  exit pair (ts in thousands of cycles, nested phases too), per warpgroup
+  track the gaps between consecutive top-level phases and the span; the
+  table puts the longest phase first; no GPU, no run."""
+  from tools import kernel_profile
+  events = []
+  for tid in (1, 2):  # two warpgroups, the same steps
+    for name, ts, ph in [("S", 0.0, "B"), ("S", 0.5, "E"),
+                         ("softmax", 0.5, "B"), ("softmax", 2.5, "E"),
+                         ("turn", 2.6, "B"), ("turn", 2.61, "E"),
+                         ("GEMMs", 3.0, "B"), ("S wait", 3.1, "B"),
+                         ("S wait", 3.2, "E"), ("GEMMs", 4.0, "E")]:
+      events.append(dict(name=name, ph=ph, ts=ts, pid=1, tid=tid))
+  s = kernel_profile.summarise(events)
+  assert s["tracks"] == 2 and s["span"] == pytest.approx(4000)
+  assert s["phases"]["softmax"] == pytest.approx([2000, 2000])
+  assert s["phases"]["S wait"] == pytest.approx([100, 100])  # nested
+  assert s["gaps"]["softmax -> turn"] == pytest.approx([100, 100])
+  assert "S wait -> " not in " ".join(s["gaps"])  # top level only
+  assert kernel_profile.table(s).splitlines()[2].startswith("| softmax | 2 |")
+  monkeypatch.setattr("jax.default_backend", lambda: "cpu")
+  with pytest.raises(SystemExit, match="needs a GPU"):
+    kernel_profile.main(["--cell", "d128-4k-N"])
+
+
 def test_ptxas_report_variant_changes_only_its_fields(monkeypatch):
   """``ptxas_report.with_variant``: the default configs come back with the
   variant's fields (forward ones written ``fwd.``), every other field as

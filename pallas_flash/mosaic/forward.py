@@ -81,6 +81,10 @@ COL = plgpu.Layout.WGMMA.reduce(0)  # one value per key column
 _LOG2E = math.log2(math.e)
 _LN2 = math.log(2.0)
 _MASK = masks.MASK_VALUE
+# A step's phases are named (jax.named_scope): no instruction changes, but
+# ``tools.kernel_profile`` turns each into cycles per warpgroup (Mosaic GPU's
+# profiler records a clock at every named region's entry and exit).
+phase = jax.named_scope
 _DTYPES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
 FP8 = jnp.dtype(jnp.float8_e4m3fn)  # q, k, v of the fp8 forward; O is bf16
 # fp8: P = exp2(x - m + 8) lies in [0, 256] (e4m3's largest value is 448), so
@@ -1187,30 +1191,34 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             return acc_ref[...]  # waits for the wgmma
 
           bias16 = None
-          if init is None or interpret:  # (interpret: no ACC.init, as add_pv)
-            s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
-            if ring is not None:
-              s, bias16 = s
-            s = s if init is None else s + init
-          else:
-            s = pl.run_state(issue_qk)(plgpu.ACC.init(init))
+          with phase("S"):
+            if init is None or interpret:  # (interpret: no ACC.init)
+              s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
+              if ring is not None:
+                s, bias16 = s
+              s = s if init is None else s + init
+            else:
+              s = pl.run_state(issue_qk)(plgpu.ACC.init(init))
           sync.release(0, slot)
 
           # -- update m_i and l_i (base 2)
-          m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked,
-                                  ab=ab, slot=slot, bias16=bias16)
-          alpha = jnp.exp2(m_i - m_new)
-          acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-          l_i = l_i * alpha
-          p16 = to_pv(p, j)
-          if head_dim <= 128:
-            # Order found by the JAX/tokamax authors to schedule best for
-            # d <= 128.
-            l_i = l_i + p.sum(axis=1)
-            acc, l_i, m_new, p16 = lax.optimization_barrier(
-                (acc, l_i, m_new, p16))
-          plgpu.barrier_wait(v_bars.at[slot])
-          sync.take_turn()  # the other's S GEMM is issued: tensor cores mine
+          with phase("softmax"):
+            m_new, p = tile_softmax(s, m_i, item.tile_of(j), masked=masked,
+                                    ab=ab, slot=slot, bias16=bias16)
+            alpha = jnp.exp2(m_i - m_new)
+            acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+            l_i = l_i * alpha
+            p16 = to_pv(p, j)
+            if head_dim <= 128:
+              # Order found by the JAX/tokamax authors to schedule best for
+              # d <= 128.
+              l_i = l_i + p.sum(axis=1)
+              acc, l_i, m_new, p16 = lax.optimization_barrier(
+                  (acc, l_i, m_new, p16))
+          with phase("V wait"):
+            plgpu.barrier_wait(v_bars.at[slot])
+          with phase("turn"):
+            sync.take_turn()  # the other's S GEMM is issued: tensor cores mine
           if head_dim > 128:
             l_i = l_i + p.sum(axis=1)
 
@@ -1220,7 +1228,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             def _():
               plgpu.barrier_wait(k_bars.at[slot_of(j + 1)])
 
-          acc = add_pv(acc, p16, slot, wait_next_k)
+          with phase("PV"):
+            acc = add_pv(acc, p16, slot, wait_next_k)
           sync.release(1, slot)
           return acc, m_new, l_i
 
@@ -1234,9 +1243,11 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           prev = slot_of(jnp.maximum(j - 1, 0))
           ab = alibi_of(j, side)
           init = s_init(ab)
-          pl.when(j != 1)(lambda: plgpu.barrier_wait(v_bars.at[prev]))
-          plgpu.barrier_wait(k_bars.at[slot])
-          sync.take_turn()
+          with phase("K V wait"):
+            pl.when(j != 1)(lambda: plgpu.barrier_wait(v_bars.at[prev]))
+            plgpu.barrier_wait(k_bars.at[slot])
+          with phase("turn"):
+            sync.take_turn()
           k_t = k_smems.at[slot].transpose((1, 0))
           zeros_s = plgpu.layout_cast(jnp.zeros((bq, bk), jnp.float32), WGMMA)
 
@@ -1273,17 +1284,23 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
               bias16 = None  # the bias tile of S(j), read under its GEMM
               if ring is not None:
                 bias16 = ring.load(slot, wg * bq, bq)
-              s = plgpu.wgmma_accumulator_load(s_ref, wait_n=1)  # S(j) only
-              for ref, value in zip(out_refs, softmax(s, bias16)):
-                ref[...] = value
+              with phase("S wait"):
+                s = plgpu.wgmma_accumulator_load(s_ref, wait_n=1)  # S(j) only
+              with phase("softmax"):
+                for ref, value in zip(out_refs, softmax(s, bias16)):
+                  ref[...] = value
 
             # placeholders: m, l, P(j) (fp8: f32, packed below), alpha
             outs = (m_i, l_i, zeros_s if fp8 else p_prev, m_i)
-            acc, _, m_new, l_new, p16, alpha = pl.run_state(gemms_and_softmax)(
-                (plgpu.ACC.init(acc),
-                 plgpu.ACC.init(zeros_s if init is None else init), *outs))
+            with phase("GEMMs and softmax"):
+              acc, _, m_new, l_new, p16, alpha = pl.run_state(
+                  gemms_and_softmax)(
+                      (plgpu.ACC.init(acc),
+                       plgpu.ACC.init(zeros_s if init is None else init),
+                       *outs))
           if fp8:
-            p16 = to_pv(p16, j)
+            with phase("pack P"):
+              p16 = to_pv(p16, j)
           pl.when(j > 0)(lambda: sync.release(1, prev))
           acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
           return acc, m_new, l_new, p16

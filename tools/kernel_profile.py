@@ -1,0 +1,153 @@
+"""Cycles per phase of the Mosaic GPU forward, per warpgroup (GPU only).
+
+Runs one cell's forward twice with Mosaic GPU's profiler on
+(``plgpu.CompilerParams(profile_space=, profile_dir=)``, patched into this
+process's kernel calls: the profiler records a clock at the entry and exit of
+every named region), reads the second call's trace (one Perfetto JSON per
+call; open it in ui.perfetto.dev for the timeline) and prints, per phase that
+``mosaic/forward.py`` names (``phase``): without the softmax overlap "S"
+(issue and wait), "softmax", "V wait", "turn", "PV"; with it "K V wait",
+"turn", "GEMMs and softmax" holding "S wait" and "softmax", and "pack P"
+(fp8), the count, median and mean cycles and the share of the warpgroups'
+time; then the median gap between consecutive top-level phases, where the
+unnamed work goes (slot releases, O's rescale).
+
+The events live in shared memory (16 bytes per phase per warpgroup beside
+the kernel's own buffers) until the kernel ends, so keep the run small: one
+batch row by default (``--batch``) and ``--space`` above the phases one
+warpgroup records (steps x phases per step); a trace that does not fit fails
+the run.  The clock reads cost a few cycles each (the dump subtracts an
+estimate).  docs/design.md ("The fp8 forward", "Where the time goes") has
+what it found.
+
+  PYTHONPATH=$PWD python3 -m tools.kernel_profile --cell d128-4k-N
+      [--dtype fp8] [--variant overlap_softmax=True,block_kv=128]
+      [--batch 1] [--space 1000] [--keep DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import functools
+import glob
+import json
+import os
+import statistics
+import sys
+import tempfile
+from unittest import mock
+
+
+def summarise(events: list[dict]) -> dict:
+  """{"phases": {name: [cycles, ...]}, "gaps": {"a -> b": [cycles, ...]},
+  "tracks": warpgroups with events, "span": their mean cycles from first
+  event to last} of a Perfetto trace's events: "B" / "E" pairs per (pid,
+  tid), ``ts`` in units of 1000 cycles, as Mosaic GPU's profiler writes
+  them."""
+  tracks = collections.defaultdict(list)
+  for e in events:
+    tracks[(e["pid"], e["tid"])].append(e)
+  phases, gaps, spans = (collections.defaultdict(list),
+                         collections.defaultdict(list), [])
+  for track in tracks.values():
+    opened, done = [], []
+    for e in track:
+      t = e["ts"] * 1e3
+      if e["ph"] == "B":
+        opened.append((e["name"], t))
+      else:
+        name, t0 = opened.pop()
+        done.append((t0, t, name, len(opened)))
+    if not done:
+      continue
+    done.sort()
+    spans.append(max(d[1] for d in done) - done[0][0])
+    for t0, t1, name, _ in done:
+      phases[name].append(t1 - t0)
+    top = [d for d in done if d[3] == 0]
+    for (_, end, a, _), (start, _, b, _) in zip(top, top[1:]):
+      gaps[f"{a} -> {b}"].append(start - end)
+  return dict(phases=dict(phases), gaps=dict(gaps), tracks=len(spans),
+              span=statistics.mean(spans) if spans else 0.0)
+
+
+def table(summary: dict) -> str:
+  """The phases (longest total first) and the gaps, as markdown."""
+  total = summary["span"] * summary["tracks"] or 1.0
+  lines = ["| phase | count | median cycles | mean cycles | share of time |",
+           "|---|---|---|---|---|"]
+  for name, ds in sorted(summary["phases"].items(),
+                         key=lambda kv: -sum(kv[1])):
+    lines.append(f"| {name} | {len(ds)} | {statistics.median(ds):.0f} | "
+                 f"{statistics.mean(ds):.0f} | {sum(ds) / total:.1%} |")
+  lines += ["", "| gap between phases | count | median cycles |",
+            "|---|---|---|"]
+  for name, ds in sorted(summary["gaps"].items()):
+    if len(ds) >= 10:  # (not the few around an item's start and end)
+      lines.append(f"| {name} | {len(ds)} | {statistics.median(ds):.0f} |")
+  return "\n".join(lines)
+
+
+def profile(h: int, t: int, causal: bool, fp8: bool, fields: dict,
+            batch: int, space: int, out_dir: str) -> str:
+  """Runs the cell's forward twice with the profiler writing to out_dir;
+  returns the second call's trace file."""
+  import jax
+  import jax.experimental.pallas.mosaic_gpu as plgpu
+  import jax.numpy as jnp
+
+  import pallas_flash as pf
+  from pallas_flash import fp8 as pf_fp8
+  from pallas_flash.mosaic.config import MosaicConfig
+  cfg = dataclasses.replace(MosaicConfig.default(
+      h, causal, kv_seqlen=t, q_seqlen=t, fp8=fp8), **fields)
+  print("config:", cfg, flush=True)
+  keys = jax.random.split(jax.random.key(0), 3)
+  q, k, v = (jax.random.normal(key, (batch, t, 2048 // h, h), jnp.bfloat16)
+             for key in keys)
+  kw = {}
+  if fp8:
+    (q, qd), (k, kd), (v, vd) = map(pf_fp8.quantize, (q, k, v))
+    kw = dict(q_descale=qd, k_descale=kd, v_descale=vd)
+  f = jax.jit(lambda q, k, v, kw: pf.flash_attention(
+      q, k, v, is_causal=causal, implementation="mosaic", config=cfg, **kw))
+  params = functools.partial(plgpu.CompilerParams, profile_space=space,
+                             profile_dir=out_dir)
+  with mock.patch.object(plgpu, "CompilerParams", params):
+    for _ in range(2):
+      jax.block_until_ready(f(q, k, v, kw))
+  return max(glob.glob(os.path.join(out_dir, "*.json")), key=os.path.getmtime)
+
+
+def main(argv=None):
+  from benchmarks.mosaic_bench import parse_cells, parse_variant
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("--cell", required=True, help="e.g. d128-4k-N")
+  ap.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16")
+  ap.add_argument("--variant", default="",
+                  help="MosaicConfig fields, e.g. overlap_softmax=True")
+  ap.add_argument("--batch", type=int, default=1)
+  ap.add_argument("--space", type=int, default=1000,
+                  help="phases one warpgroup may record (16 bytes of shared "
+                       "memory each: lower it if the kernel no longer fits)")
+  ap.add_argument("--keep", default="", help="write the traces here")
+  args = ap.parse_args(argv)
+  import jax
+  if jax.default_backend() != "gpu":
+    sys.exit("kernel_profile needs a GPU (the profiler runs in the kernel)")
+  [(h, t, causal)] = parse_cells(args.cell)
+  fields = parse_variant(args.variant) if args.variant else {}
+  out_dir = args.keep or tempfile.mkdtemp(prefix="kernel_profile_")
+  os.makedirs(out_dir, exist_ok=True)
+  trace = profile(h, t, causal, args.dtype == "fp8", fields, args.batch,
+                  args.space, out_dir)
+  with open(trace) as f:
+    summary = summarise(json.load(f)["traceEvents"])
+  print(f"trace: {trace}\n{summary['tracks']} warpgroups, mean span "
+        f"{summary['span']:.0f} cycles\n")
+  print(table(summary))
+
+
+if __name__ == "__main__":
+  main()
