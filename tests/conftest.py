@@ -55,7 +55,7 @@ def _fresh_jits():
 ON_GPU = jax.default_backend() == "gpu"
 
 
-# Each test's seconds in the last .ci/gpu run (one H100, 16 workers): the
+# Each test's seconds in the last .ci/gpu run (one H200, 16 workers): the
 # PF_TEST_TIMES file of that run ("seconds outcome nodeid" lines).  The GPU
 # run starts the longest tests first, so that no worker ends on a long
 # compile that started late.  A test not listed counts as long.
