@@ -349,6 +349,9 @@ def test_kernel_profile_summarises_phases_and_gaps(monkeypatch):
   assert s["gaps"]["softmax -> turn"] == pytest.approx([100, 100])
   assert "S wait -> " not in " ".join(s["gaps"])  # top level only
   assert kernel_profile.table(s).splitlines()[2].startswith("| softmax | 2 |")
+  with pytest.raises(ValueError, match="fp8 forward takes no"):
+    kernel_profile.profile(128, 256, False, True, "", dict(alibi=True),
+                           batch=1, space=10, out_dir="unused")
   monkeypatch.setattr("jax.default_backend", lambda: "cpu")
   with pytest.raises(SystemExit, match="needs a GPU"):
     kernel_profile.main(["--cell", "d128-4k-N"])

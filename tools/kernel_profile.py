@@ -1,14 +1,15 @@
 """Cycles per phase of the Mosaic GPU forward, per warpgroup (GPU only).
 
-Runs one cell's forward twice with Mosaic GPU's profiler on
-(``plgpu.CompilerParams(profile_space=, profile_dir=)``, patched into this
-process's kernel calls: the profiler records a clock at the entry and exit of
-every named region), reads the second call's trace (one Perfetto JSON per
-call; open it in ui.perfetto.dev for the timeline) and prints, per phase that
-``mosaic/forward.py`` names (``phase``): without the softmax overlap "S"
-(issue and wait), "softmax", "V wait", "turn", "PV"; with it "K V wait",
-"turn", "GEMMs and softmax" holding "S wait" and "softmax", and "pack P"
-(fp8), the count, median and mean cycles and the share of the warpgroups'
+Runs one cell's forward (the dispatcher's config, or with ``--variant``'s
+fields; optionally with dropout, ALiBi or a bias) twice with Mosaic GPU's
+profiler on (``plgpu.CompilerParams(profile_space=, profile_dir=)``, patched
+into this process's kernel calls: the profiler records a clock at the entry
+and exit of every named region), reads the second call's trace (one Perfetto
+JSON per call; open it in ui.perfetto.dev for the timeline) and prints, per
+phase that ``mosaic/forward.py`` names (``phase``): without the softmax
+overlap "S" (issue and wait), "softmax", "V wait", "turn", "PV"; with it "K V
+wait", "turn", "GEMMs and softmax" holding "S wait" and "softmax", and "pack
+P" (fp8), the count, median and mean cycles and the share of the warpgroups'
 time; then the median gap between consecutive top-level phases, where the
 unnamed work goes (slot releases, O's rescale).
 
@@ -22,13 +23,13 @@ what it found.
 
   PYTHONPATH=$PWD python3 -m tools.kernel_profile --cell d128-4k-N
       [--dtype fp8] [--variant overlap_softmax=True,block_kv=128]
-      [--batch 1] [--space 1000] [--keep DIR]
+      [--dropout 0.1] [--alibi] [--bias] [--batch 1] [--space 1000]
+      [--keep DIR]
 """
 from __future__ import annotations
 
 import argparse
 import collections
-import dataclasses
 import functools
 import glob
 import json
@@ -89,29 +90,41 @@ def table(summary: dict) -> str:
   return "\n".join(lines)
 
 
-def profile(h: int, t: int, causal: bool, fp8: bool, fields: dict,
-            batch: int, space: int, out_dir: str) -> str:
-  """Runs the cell's forward twice with the profiler writing to out_dir;
-  returns the second call's trace file."""
+def profile(h: int, t: int, causal: bool, fp8: bool, variant: str,
+            features: dict, batch: int, space: int, out_dir: str) -> str:
+  """Runs the cell's forward twice, the config the dispatcher's own choice
+  with ``variant``'s fields (``MosaicConfig`` fields, ``'a=1,b=2'``), and the
+  profiler writing to out_dir; returns the second call's trace file.
+  ``features``: dropout (rate), alibi, bias (bool) as ``benchmarks`` runs
+  them."""
   import jax
   import jax.experimental.pallas.mosaic_gpu as plgpu
   import jax.numpy as jnp
 
   import pallas_flash as pf
+  from benchmarks import workloads
   from pallas_flash import fp8 as pf_fp8
-  from pallas_flash.mosaic.config import MosaicConfig
-  cfg = dataclasses.replace(MosaicConfig.default(
-      h, causal, kv_seqlen=t, q_seqlen=t, fp8=fp8), **fields)
-  print("config:", cfg, flush=True)
-  keys = jax.random.split(jax.random.key(0), 3)
-  q, k, v = (jax.random.normal(key, (batch, t, 2048 // h, h), jnp.bfloat16)
-             for key in keys)
+  from tools.ptxas_report import with_variant
+  if variant:  # (this process's MosaicConfig.default)
+    with_variant(",".join(f"fwd.{item}" for item in variant.split(",")))
+  n = 2048 // h
+  keys = jax.random.split(jax.random.key(0), 4)
+  q, k, v = (jax.random.normal(key, (batch, t, n, h), jnp.bfloat16)
+             for key in keys[:3])
   kw = {}
+  if features.get("dropout"):
+    kw.update(dropout_rate=features["dropout"], dropout_rng=keys[3])
+  if features.get("alibi"):
+    kw["alibi_slopes"] = workloads.alibi_slopes(n)
+  if features.get("bias"):
+    kw["bias"] = jnp.zeros((1, n, t, t), jnp.bfloat16)
   if fp8:
+    if kw:
+      raise ValueError("the fp8 forward takes no dropout, ALiBi or bias")
     (q, qd), (k, kd), (v, vd) = map(pf_fp8.quantize, (q, k, v))
     kw = dict(q_descale=qd, k_descale=kd, v_descale=vd)
   f = jax.jit(lambda q, k, v, kw: pf.flash_attention(
-      q, k, v, is_causal=causal, implementation="mosaic", config=cfg, **kw))
+      q, k, v, is_causal=causal, implementation="mosaic", **kw))
   params = functools.partial(plgpu.CompilerParams, profile_space=space,
                              profile_dir=out_dir)
   with mock.patch.object(plgpu, "CompilerParams", params):
@@ -121,12 +134,16 @@ def profile(h: int, t: int, causal: bool, fp8: bool, fields: dict,
 
 
 def main(argv=None):
-  from benchmarks.mosaic_bench import parse_cells, parse_variant
+  from benchmarks.mosaic_bench import parse_cells
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("--cell", required=True, help="e.g. d128-4k-N")
   ap.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16")
   ap.add_argument("--variant", default="",
                   help="MosaicConfig fields, e.g. overlap_softmax=True")
+  ap.add_argument("--dropout", type=float, default=0.0)
+  ap.add_argument("--alibi", action="store_true")
+  ap.add_argument("--bias", action="store_true",
+                  help="a [1, N, T, S] bf16 bias")
   ap.add_argument("--batch", type=int, default=1)
   ap.add_argument("--space", type=int, default=1000,
                   help="phases one warpgroup may record (16 bytes of shared "
@@ -137,11 +154,11 @@ def main(argv=None):
   if jax.default_backend() != "gpu":
     sys.exit("kernel_profile needs a GPU (the profiler runs in the kernel)")
   [(h, t, causal)] = parse_cells(args.cell)
-  fields = parse_variant(args.variant) if args.variant else {}
   out_dir = args.keep or tempfile.mkdtemp(prefix="kernel_profile_")
   os.makedirs(out_dir, exist_ok=True)
-  trace = profile(h, t, causal, args.dtype == "fp8", fields, args.batch,
-                  args.space, out_dir)
+  features = dict(dropout=args.dropout, alibi=args.alibi, bias=args.bias)
+  trace = profile(h, t, causal, args.dtype == "fp8", args.variant, features,
+                  args.batch, args.space, out_dir)
   with open(trace) as f:
     summary = summarise(json.load(f)["traceEvents"])
   print(f"trace: {trace}\n{summary['tracks']} warpgroups, mean span "
