@@ -90,18 +90,24 @@ GRADIENT = [
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def cpu_env(devices: int) -> dict:
-  """The environment of a child process of the tests: JAX on the CPU with
-  ``devices`` host devices (in place of any device count in XLA_FLAGS) and
-  the repository on PYTHONPATH."""
+def repo_env() -> dict:
+  """The environment of a child process of the tests: this one's, with the
+  repository on PYTHONPATH."""
   env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(
+      filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+  return env
+
+
+def cpu_env(devices: int) -> dict:
+  """``repo_env`` with JAX on the CPU with ``devices`` host devices (in
+  place of any device count in XLA_FLAGS)."""
+  env = repo_env()
   flags = [f for f in env.get("XLA_FLAGS", "").split()
            if not f.startswith("--xla_force_host_platform_device_count")]
   env["XLA_FLAGS"] = " ".join(
       flags + [f"--xla_force_host_platform_device_count={devices}"])
   env["JAX_PLATFORMS"] = "cpu"
-  env["PYTHONPATH"] = os.pathsep.join(
-      filter(None, [str(ROOT), env.get("PYTHONPATH")]))
   return env
 
 

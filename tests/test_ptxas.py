@@ -8,15 +8,14 @@ see and which costs a kernel up to half its speed.  ``tools.ptxas_report
 --check`` compiles each cell in a process of its own with ptxas's output on
 and fails on such a note or a cell that does not compile.
 """
-import os
 import subprocess
 import sys
 
 import pytest
 
+from cases import ROOT, repo_env
 from pallas_flash import _dispatch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ON_HOPPER = _dispatch.on_gpu() and _dispatch.is_hopper()
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
@@ -24,11 +23,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(
 
 
 def report(*args: str) -> subprocess.CompletedProcess:
-  env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep
-         + os.environ.get("PYTHONPATH", "")}
   return subprocess.run([sys.executable, "-m", "tools.ptxas_report",
-                         "--check", "--jobs", "4", *args], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=600)
+                         "--check", "--jobs", "4", *args], cwd=ROOT,
+                        env=repo_env(), capture_output=True, text=True,
+                        timeout=600)
 
 
 @pytest.mark.parametrize("args", [
