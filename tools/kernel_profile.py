@@ -17,7 +17,8 @@ The events live in shared memory (16 bytes per phase per warpgroup beside
 the kernel's own buffers) until the kernel ends, so keep the run small: one
 batch row by default (``--batch``) and ``--space`` above the phases one
 warpgroup records (steps x phases per step); a trace that does not fit fails
-the run.  The clock reads cost a few cycles each (the dump subtracts an
+the run, and a kernel the buffer pushes past the shared memory is retried
+with half the space.  The clock reads cost a few cycles each (the dump subtracts an
 estimate).  docs/design.md ("The fp8 forward", "Where the time goes") has
 what it found.
 
@@ -111,9 +112,10 @@ def profile(h: int, t: int, causal: bool, fp8: bool, variant: str,
   keys = jax.random.split(jax.random.key(0), 4)
   q, k, v = (jax.random.normal(key, (batch, t, n, h), jnp.bfloat16)
              for key in keys[:3])
-  kw = {}
+  kw, static = {}, {}  # static: Python values the jit closes over
   if features.get("dropout"):
-    kw.update(dropout_rate=features["dropout"], dropout_rng=keys[3])
+    kw["dropout_rng"] = keys[3]
+    static["dropout_rate"] = features["dropout"]
   if features.get("alibi"):
     kw["alibi_slopes"] = workloads.alibi_slopes(n)
   if features.get("bias"):
@@ -124,12 +126,22 @@ def profile(h: int, t: int, causal: bool, fp8: bool, variant: str,
     (q, qd), (k, kd), (v, vd) = map(pf_fp8.quantize, (q, k, v))
     kw = dict(q_descale=qd, k_descale=kd, v_descale=vd)
   f = jax.jit(lambda q, k, v, kw: pf.flash_attention(
-      q, k, v, is_causal=causal, implementation="mosaic", **kw))
-  params = functools.partial(plgpu.CompilerParams, profile_space=space,
-                             profile_dir=out_dir)
-  with mock.patch.object(plgpu, "CompilerParams", params):
-    for _ in range(2):
-      jax.block_until_ready(f(q, k, v, kw))
+      q, k, v, is_causal=causal, implementation="mosaic", **static, **kw))
+  while True:  # the event buffer shares the kernel's shared memory
+    params = functools.partial(plgpu.CompilerParams, profile_space=space,
+                               profile_dir=out_dir)
+    try:
+      with mock.patch.object(plgpu, "CompilerParams", params):
+        for _ in range(2):
+          jax.block_until_ready(f(q, k, v, kw))
+      break
+    except ValueError as e:
+      if "exceeds available shared memory" not in str(e) or space <= 64:
+        raise
+      space //= 2
+      print(f"kernel_profile: no room for the events, --space {space}",
+            file=sys.stderr)
+      jax.clear_caches()
   return max(glob.glob(os.path.join(out_dir, "*.json")), key=os.path.getmtime)
 
 
@@ -147,7 +159,7 @@ def main(argv=None):
   ap.add_argument("--batch", type=int, default=1)
   ap.add_argument("--space", type=int, default=1000,
                   help="phases one warpgroup may record (16 bytes of shared "
-                       "memory each: lower it if the kernel no longer fits)")
+                       "memory each; halved until the kernel fits)")
   ap.add_argument("--keep", default="", help="write the traces here")
   args = ap.parse_args(argv)
   import jax
