@@ -216,7 +216,8 @@ def _cfg_name(cfg):
           f"{group}"
           f"{'M' if cfg.masked_first else 'A'}{'O' if cfg.overlap_softmax else ''}"
           f"{'P' if cfg.persistent else ''}"
-          f"{'c3' if cfg.consumers == 3 else ''}")
+          f"{'c3' if cfg.consumers == 3 else ''}"
+          f"{f't{cfg.row_tree}' if cfg.row_tree else ''}")
 
 
 def cell_calls(h, t, causal, b, variants, with_tokamax: bool, baselines=()):

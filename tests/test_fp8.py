@@ -64,8 +64,12 @@ CASES = [
       q_lengths=(256, 100), kv_lengths=(200, 256),
       config=MosaicConfig(persistent=True, overlap_softmax=True)),
     M("three consumers", t=192, s=256, config=MosaicConfig(consumers=3)),
+    M("row max / sum as a tree", h=128, t=128, s=512,
+      config=MosaicConfig(block_kv=256, row_tree=16)),
 ]
 GPU_CASES = [
+    M("gpu d128 S2k, row tree", b=2, t=2048, s=2048, n=4, k=4, h=128,
+      config=MosaicConfig(block_kv=256, persistent=True, row_tree=16)),
     M("gpu d64 S2k", b=2, t=2048, s=2048, n=4, k=2, h=64),
     M("gpu d128 S2k causal", b=2, t=2048, s=2048, n=4, k=4, h=128,
       causal=True),

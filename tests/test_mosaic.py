@@ -39,6 +39,10 @@ M = functools.partial(Case, b=1, t=128, s=128, n=1, k=1, dtype="bfloat16")
 # Tiny cases: a few seconds each in interpret mode on 2 CPU cores.
 CASES = [
     M("dense"),
+    M("row max / sum as a tree to 16 columns, causal bk256", t=256, s=384,
+      causal=True, config=MosaicConfig(block_kv=256, row_tree=16)),
+    M("row tree, alibi and softmax overlap", t=200, s=300, alibi=True,
+      config=MosaicConfig(overlap_softmax=True, row_tree=8)),
     M("causal", t=256, s=256, causal=True),
     M("alibi causal bottom_right ragged", t=100, s=230, n=2, k=1,
       causal=True, bottom_right=True, alibi=True),
@@ -270,6 +274,25 @@ def test_bad_config():
     MosaicConfig(consumers=3, persistent=True)
   with pytest.raises(ValueError, match="head_group_mib"):
     MosaicConfig(head_group_mib=0)
+  for bad in (4, 12, -8, 16.0):
+    with pytest.raises(ValueError, match="row_tree"):
+      MosaicConfig(row_tree=bad)
+
+
+def test_config_default_row_tree_only_where_measured():
+  """row_tree on d128's overlap entries and d64 non-causal block_kv=256
+  (MosaicConfig.default's measurements), on no fp8, dropout or ALiBi."""
+  d = MosaicConfig.default
+  assert d(128, False, kv_seqlen=4096).row_tree == 8
+  assert d(128, True, kv_seqlen=4096).row_tree == 8
+  assert d(64, False, kv_seqlen=4096).row_tree == 32
+  for cfg in (d(64, True, kv_seqlen=4096), d(64, False, kv_seqlen=16384),
+              d(128, False, kv_seqlen=16384), d(256, False, kv_seqlen=4096),
+              d(128, False, kv_seqlen=4096, fp8=True),
+              d(128, False, kv_seqlen=4096, dropout=True),
+              d(128, False, kv_seqlen=4096, alibi=True),
+              d(64, False, kv_seqlen=4096, every_tile_masked=True)):
+    assert cfg.row_tree == 0, cfg
 
 
 def test_config_table_fits_smem():

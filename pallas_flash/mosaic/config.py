@@ -63,6 +63,10 @@ class MosaicConfig:
       persistent kernel: no CTA launch, prologue or pipeline refill per
       item).  With causal masking use ``heads_inner``: the items are then
       taken longest first (within groups of heads, ``head_group_mib``).
+    row_tree: 0, or a column count c: the softmax's row max and row sum
+      first combine the score tile's column halves element-wise (independent
+      registers) down to c columns, then reduce those in Mosaic GPU's
+      per-thread chain and lane shuffles (``forward._row_reduce``).
   """
 
   block_q: int = 64
@@ -74,6 +78,7 @@ class MosaicConfig:
   masked_first: bool = True
   overlap_softmax: bool = False
   persistent: bool = False
+  row_tree: int = 0
   backward: "MosaicBackwardConfig | None" = None  # None: its table default
 
   def __post_init__(self):
@@ -87,6 +92,11 @@ class MosaicConfig:
             and self.head_group_mib > 0):
       raise ValueError(f"head_group_mib={self.head_group_mib} must be a "
                        "number > 0")
+    if not (isinstance(self.row_tree, int) and self.row_tree >= 0
+            and self.row_tree & (self.row_tree - 1) == 0
+            and (self.row_tree == 0 or self.row_tree >= 8)):
+      raise ValueError(f"row_tree={self.row_tree} must be 0 or a power of "
+                       "two >= 8")
     if self.consumers not in (2, 3):
       raise ValueError(f"consumers={self.consumers} must be 2 or 3")
     if self.consumers == 3 and self.persistent:
@@ -235,6 +245,16 @@ class MosaicConfig:
     fixed, the overlap at block_kv=128 still reads 0.81-0.83 at S4k N
     against 0.93-0.94 for this entry and is level where causal (H200,
     docs/design.md, "Tried and not taken").
+
+    row_tree (``forward._row_reduce``): 8 on d128's two-consumer overlap
+    entries, 32 on d64 non-causal block_kv=256; only without fp8, dropout,
+    ALiBi, a window or every tile masked (not measured there).  H200,
+    2026-11-29 (benchmarks.mosaic_bench, forward, ours / cuDNN paired
+    medians, one process, two runs): d128 S4k N 0.995-1.018 -> 1.057-1.075
+    (32: 1.031-1.040), S4k C 1.192 -> 1.212; d64 S4k N 0.997-1.000 ->
+    1.034-1.036 (8: 1.005-1.022).  Level (not taken): d64 S4k C, d64 and
+    d128 S16k N (three consumers), d256 S1k / S4k (+0-1.5%); fp8 d128 S4k N
+    (block_kv=256) lost 0.93 -> 0.86-0.88, the others level.
     """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
     cfg = _TABLE[key]
@@ -263,6 +283,12 @@ class MosaicConfig:
       if key == (64, False):
         cfg = dataclasses.replace(cfg, block_kv=128, consumers=3,
                                   persistent=False)
+    if not (fp8 or dropout or alibi or every_tile_masked or window) and (
+        cfg.consumers == 2):
+      if key[0] == 128 and cfg.overlap_softmax:
+        cfg = dataclasses.replace(cfg, row_tree=8)
+      elif key == (64, False) and cfg.block_kv == 256:
+        cfg = dataclasses.replace(cfg, row_tree=32)
     return cfg
 
 

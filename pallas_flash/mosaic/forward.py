@@ -867,8 +867,22 @@ def _logits_base2(s, scale: float, cap: float | None):
   return s * (scale * _LOG2E)
 
 
+def _row_reduce(x, kind: str, tree: int = 0):
+  """x [rows, n] reduced over its columns, ``kind`` "max" or "sum".  Mosaic
+  GPU folds a thread's registers of one row in a single dependent chain
+  (the max: 64 FMNMX deep per row for 256 keys); with ``tree`` > 0 the
+  column halves are first combined element-wise (independent registers:
+  depth log2) down to ``tree`` columns."""
+  op = jnp.maximum if kind == "max" else jnp.add
+  while tree and x.shape[1] > tree and x.shape[1] % 16 == 0:
+    r, h = x.shape[0], x.shape[1] // 2  # (lax.slice: Mosaic takes no strides)
+    x = op(lax.slice(x, (0, 0), (r, h)), lax.slice(x, (0, h), (r, 2 * h)))
+  return x.max(axis=1) if kind == "max" else x.sum(axis=1)
+
+
 def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
-                  alibi: bool, fold: bool, descale=None, bias=None):
+                  alibi: bool, fold: bool, descale=None, bias=None,
+                  tree: int = 0):
   """FA-2 Alg. 1 line 9 on one score tile S [bq, bk], in base 2: the
   logits (scale, soft-cap, ALiBi), the mask where ``visible`` (a callable
   giving the visible [bq, bk], or None for a tile with nothing masked), the
@@ -900,7 +914,7 @@ def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
   fma = visible is None and cap is None and scale > 0 and bias is None
   if fma:  # max commutes with a positive scale: one FMA per score
     c = scale * _LOG2E if descale is None else (scale * _LOG2E) * descale
-    m_new, shift = max_and_shift(s.max(axis=1) * c)
+    m_new, shift = max_and_shift(_row_reduce(s, "max", tree) * c)
     return m_new, jnp.exp2(s * c - bcast(shift))
   if descale is not None:
     s = s * descale
@@ -911,7 +925,7 @@ def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
     s = s + bias()
   if visible is not None:
     s = jnp.where(visible(), s, _MASK)
-  row_max = s.max(axis=1)
+  row_max = _row_reduce(s, "max", tree)
   if bias is not None:  # (see above: the reference's clamp, per row)
     row_max = jnp.maximum(row_max, _MASK)
   m_new, shift = max_and_shift(row_max)
@@ -1031,7 +1045,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       masked_first: bool, overlap_softmax: bool,
                       order: tuple[tuple[str, int], ...], num_ctas: int,
                       interpret: bool, alibi: bool = False,
-                      rate: float = 0.0, bias: bool = False):
+                      rate: float = 0.0, bias: bool = False,
+                      row_tree: int = 0):
   """Work items of ``consumers * block_q`` query rows of one (b, n), in the
   launch ``order`` ((axis name, size), the last axis fastest).  num_ctas ==
   0: one CTA per item (a grid of ``order``); else a persistent kernel of
@@ -1170,7 +1185,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                 ring.load(slot, wg * bq, bq) if bias16 is None else bias16)
           return _tile_softmax(s, m_i, ab, visible, scale=scale, cap=cap,
                                alibi=alibi, fold=fold, descale=qk_descale,
-                               bias=bias_tile)
+                               bias=bias_tile, tree=row_tree)
 
         def step(j, carry, *, masked: bool, side=None):
           """S(j), softmax(j), then O += P(j) V(j) (FA-2 Alg. 1 inner loop)."""
@@ -1212,7 +1227,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             if head_dim <= 128:
               # Order found by the JAX/tokamax authors to schedule best for
               # d <= 128.
-              l_i = l_i + p.sum(axis=1)
+              l_i = l_i + _row_reduce(p, "sum", row_tree)
               acc, l_i, m_new, p16 = lax.optimization_barrier(
                   (acc, l_i, m_new, p16))
           with phase("V wait"):
@@ -1220,7 +1235,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           with phase("turn"):
             sync.take_turn()  # the other's S GEMM is issued: tensor cores mine
           if head_dim > 128:
-            l_i = l_i + p.sum(axis=1)
+            l_i = l_i + _row_reduce(p, "sum", row_tree)
 
           # -- O += P V  [bq, H]; meanwhile wait for the next K tile
           def wait_next_k():
@@ -1260,7 +1275,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             # done.  Packed here, the e4m3 words (inline PTX) were written
             # into P(j-1)'s registers while that wgmma still read them, and
             # ptxas serialized every wgmma of the kernel (note C7513).
-            return (m_new, l_i * alpha + p.sum(axis=1),
+            return (m_new, l_i * alpha + _row_reduce(p, "sum", row_tree),
                     p if fp8 else to_pv(p, j), alpha)
 
           if interpret:
@@ -1646,7 +1661,8 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams,
       num_q_tiles=num_q_tiles, group=n // kh,
       longest_first=spec.is_causal, masked_first=cfg.masked_first,
       overlap_softmax=cfg.overlap_softmax, order=order, num_ctas=num_ctas,
-      alibi=alibi, rate=rate, interpret=params.interpret, bias=bias)
+      alibi=alibi, rate=rate, interpret=params.interpret, bias=bias,
+      row_tree=cfg.row_tree)
   kernel.__name__ = "pallas_flash_mosaic_fwd"
   if num_ctas:
     grid, grid_names = (num_ctas,), ("cta",)
