@@ -350,6 +350,35 @@ def test_kernel_profile_summarises_phases_and_gaps(monkeypatch):
     kernel_profile.main(["--cell", "d128-4k-N"])
 
 
+def test_kernel_profile_halves_heads_until_the_trace_fits(monkeypatch,
+                                                          tmp_path):
+  """kernel_profile.profile: the profiler's "Insufficient space" (a
+  persistent CTA's items overflow the event buffer) retries with half the
+  heads, a kernel past the shared memory with half the space; the trace of
+  the run that fitted is returned with its heads."""
+  import pallas_flash
+  from tools import kernel_profile
+  seen = []
+
+  def fake(q, k, v, **kw):
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+    space = plgpu.CompilerParams().profile_space
+    seen.append((q.shape[2], space))
+    if space > 300:
+      raise ValueError("Mosaic GPU kernel exceeds available shared memory")
+    if q.shape[2] > 4:
+      raise RuntimeError("Insufficient space to capture a full trace")
+    (tmp_path / "k-trace.json").write_text("{}")
+    return q
+
+  monkeypatch.setattr(pallas_flash, "flash_attention", fake)
+  trace, heads = kernel_profile.profile(128, 256, False, False, "", {},
+                                        batch=1, space=1000,
+                                        out_dir=str(tmp_path))
+  assert (trace, heads) == (str(tmp_path / "k-trace.json"), 4)
+  assert seen == [(16, 1000), (16, 500), (16, 250), (8, 250), (4, 250)]
+
+
 def test_ptxas_report_variant_changes_only_its_fields(monkeypatch):
   """``ptxas_report.with_variant``: the default configs come back with the
   variant's fields (forward ones written ``fwd.``), every other field as

@@ -16,15 +16,15 @@ unnamed work goes (slot releases, O's rescale).
 The events live in shared memory (16 bytes per phase per warpgroup beside
 the kernel's own buffers) until the kernel ends, so keep the run small: one
 batch row by default (``--batch``) and ``--space`` above the phases one
-warpgroup records (steps x phases per step); a trace that does not fit fails
-the run, and a kernel the buffer pushes past the shared memory is retried
-with half the space.  The clock reads cost a few cycles each (the dump subtracts an
-estimate).  docs/design.md ("The fp8 forward", "Where the time goes") has
+warpgroup records (steps x phases per step).  A kernel the buffer pushes
+past the shared memory is retried with half the space, a trace that
+overflows it (a persistent CTA running several items) with half the heads.
+The clock reads cost a few cycles each (the dump subtracts an estimate).  docs/design.md ("The fp8 forward", "Where the time goes") has
 what it found.
 
   PYTHONPATH=$PWD python3 -m tools.kernel_profile --cell d128-4k-N
       [--dtype fp8] [--variant overlap_softmax=True,block_kv=128]
-      [--dropout 0.1] [--alibi] [--bias] [--batch 1] [--space 1000]
+      [--dropout 0.1] [--alibi] [--bias] [--batch 1] [--heads N] [--space 1000]
       [--keep DIR]
 """
 from __future__ import annotations
@@ -92,12 +92,16 @@ def table(summary: dict) -> str:
 
 
 def profile(h: int, t: int, causal: bool, fp8: bool, variant: str,
-            features: dict, batch: int, space: int, out_dir: str) -> str:
+            features: dict, batch: int, space: int, out_dir: str,
+            heads: int = 0) -> tuple[str, int]:
   """Runs the cell's forward twice, the config the dispatcher's own choice
   with ``variant``'s fields (``MosaicConfig`` fields, ``'a=1,b=2'``), and the
-  profiler writing to out_dir; returns the second call's trace file.
-  ``features``: dropout (rate), alibi, bias (bool) as ``benchmarks`` runs
-  them."""
+  profiler writing to out_dir; returns (the second call's trace file, the
+  heads it ran).  ``features``: dropout (rate), alibi, bias (bool) as
+  ``benchmarks`` runs them.  ``heads``: 0 for the cell's 2048 / h.  A kernel
+  the event buffer pushes past the shared memory is retried with half the
+  space; a trace that does not fit in it (a persistent CTA runs several
+  items) with half the heads, so that each CTA runs fewer items."""
   import jax
   import jax.experimental.pallas.mosaic_gpu as plgpu
   import jax.numpy as jnp
@@ -108,41 +112,54 @@ def profile(h: int, t: int, causal: bool, fp8: bool, variant: str,
   from tools.ptxas_report import with_variant
   if variant:  # (this process's MosaicConfig.default)
     with_variant(",".join(f"fwd.{item}" for item in variant.split(",")))
-  n = 2048 // h
   keys = jax.random.split(jax.random.key(0), 4)
-  q, k, v = (jax.random.normal(key, (batch, t, n, h), jnp.bfloat16)
-             for key in keys[:3])
-  kw, static = {}, {}  # static: Python values the jit closes over
+  static = {}  # Python values the jit closes over
   if features.get("dropout"):
-    kw["dropout_rng"] = keys[3]
     static["dropout_rate"] = features["dropout"]
-  if features.get("alibi"):
-    kw["alibi_slopes"] = workloads.alibi_slopes(n)
-  if features.get("bias"):
-    kw["bias"] = jnp.zeros((1, n, t, t), jnp.bfloat16)
-  if fp8:
-    if kw:
-      raise ValueError("the fp8 forward takes no dropout, ALiBi or bias")
-    (q, qd), (k, kd), (v, vd) = map(pf_fp8.quantize, (q, k, v))
-    kw = dict(q_descale=qd, k_descale=kd, v_descale=vd)
   f = jax.jit(lambda q, k, v, kw: pf.flash_attention(
       q, k, v, is_causal=causal, implementation="mosaic", **static, **kw))
-  while True:  # the event buffer shares the kernel's shared memory
+
+  def inputs(n):
+    q, k, v = (jax.random.normal(key, (batch, t, n, h), jnp.bfloat16)
+               for key in keys[:3])
+    kw = {}
+    if features.get("dropout"):
+      kw["dropout_rng"] = keys[3]
+    if features.get("alibi"):
+      kw["alibi_slopes"] = workloads.alibi_slopes(n)
+    if features.get("bias"):
+      kw["bias"] = jnp.zeros((1, n, t, t), jnp.bfloat16)
+    if fp8:
+      if kw:
+        raise ValueError("the fp8 forward takes no dropout, ALiBi or bias")
+      (q, qd), (k, kd), (v, vd) = map(pf_fp8.quantize, (q, k, v))
+      kw = dict(q_descale=qd, k_descale=kd, v_descale=vd)
+    return q, k, v, kw
+
+  n = heads or 2048 // h
+  while True:
     params = functools.partial(plgpu.CompilerParams, profile_space=space,
                                profile_dir=out_dir)
+    args = inputs(n)
     try:
       with mock.patch.object(plgpu, "CompilerParams", params):
         for _ in range(2):
-          jax.block_until_ready(f(q, k, v, kw))
+          jax.block_until_ready(f(*args))
       break
-    except ValueError as e:
-      if "exceeds available shared memory" not in str(e) or space <= 64:
+    except (ValueError, RuntimeError) as e:
+      if "exceeds available shared memory" in str(e) and space > 64:
+        space //= 2
+        note = f"no room for the events: --space {space}"
+      elif "Insufficient space" in str(e) and n > 1:
+        n //= 2
+        note = f"the trace does not fit: {n} heads"
+      else:
         raise
-      space //= 2
-      print(f"kernel_profile: no room for the events, --space {space}",
-            file=sys.stderr)
+      print(f"kernel_profile: {note}", file=sys.stderr)
       jax.clear_caches()
-  return max(glob.glob(os.path.join(out_dir, "*.json")), key=os.path.getmtime)
+  trace = max(glob.glob(os.path.join(out_dir, "*.json")),
+              key=os.path.getmtime)
+  return trace, n
 
 
 def main(argv=None):
@@ -157,6 +174,9 @@ def main(argv=None):
   ap.add_argument("--bias", action="store_true",
                   help="a [1, N, T, S] bf16 bias")
   ap.add_argument("--batch", type=int, default=1)
+  ap.add_argument("--heads", type=int, default=0,
+                  help="query heads (default 2048 / head dim; halved until "
+                       "the trace fits)")
   ap.add_argument("--space", type=int, default=1000,
                   help="phases one warpgroup may record (16 bytes of shared "
                        "memory each; halved until the kernel fits)")
@@ -169,11 +189,13 @@ def main(argv=None):
   out_dir = args.keep or tempfile.mkdtemp(prefix="kernel_profile_")
   os.makedirs(out_dir, exist_ok=True)
   features = dict(dropout=args.dropout, alibi=args.alibi, bias=args.bias)
-  trace = profile(h, t, causal, args.dtype == "fp8", args.variant, features,
-                  args.batch, args.space, out_dir)
+  trace, heads = profile(h, t, causal, args.dtype == "fp8", args.variant,
+                         features, args.batch, args.space, out_dir,
+                         args.heads)
   with open(trace) as f:
     summary = summarise(json.load(f)["traceEvents"])
-  print(f"trace: {trace}\n{summary['tracks']} warpgroups, mean span "
+  print(f"trace: {trace} (B{args.batch}, {heads} heads)\n"
+        f"{summary['tracks']} warpgroups, mean span "
         f"{summary['span']:.0f} cycles\n")
   print(table(summary))
 
