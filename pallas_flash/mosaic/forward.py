@@ -869,10 +869,10 @@ def _logits_base2(s, scale: float, cap: float | None):
 
 def _row_reduce(x, kind: str, tree: int = 0):
   """x [rows, n] reduced over its columns, ``kind`` "max" or "sum".  Mosaic
-  GPU folds a thread's registers of one row in a single dependent chain
-  (the max: 64 FMNMX deep per row for 256 keys); with ``tree`` > 0 the
-  column halves are first combined element-wise (independent registers:
-  depth log2) down to ``tree`` columns."""
+  GPU folds a thread's registers of one row in one dependent chain per
+  vector lane (the max of a 64 x 256 tile: two chains of 32 FMNMX per row);
+  with ``tree`` > 0 the column halves are first combined element-wise
+  (independent registers: depth log2) down to ``tree`` columns."""
   op = jnp.maximum if kind == "max" else jnp.add
   while tree and x.shape[1] > tree and x.shape[1] % 16 == 0:
     r, h = x.shape[0], x.shape[1] // 2  # (lax.slice: Mosaic takes no strides)
