@@ -92,7 +92,11 @@ FP8 = jnp.dtype(jnp.float8_e4m3fn)  # q, k, v of the fp8 forward; O is bf16
 # 2^-9 (FA3's Max_offset); l and the LSE carry the 2^8.
 _P_LOG2_MAX = 8.0
 WG_THREADS = 128
-# Named barrier ids: 0 is __syncthreads, 1..3 Mosaic's per-warpgroup barriers.
+# Named barrier ids: 0 is __syncthreads; 1 + warpgroup index is Mosaic GPU's
+# per-warpgroup barrier (``plgpu.commit_smem``), 1..3 for the consumers.  With
+# three consumers the producer's (warpgroup 3) would be BAR_TURN, so the
+# producers must never commit shared memory (they issue TMA loads and wait on
+# mbarriers only).
 BAR_TURN = 4  # 4 .. 4 + consumers - 1: each consumer's turn
 # Then the "consumed" barriers of the K slots and of the V slots; 16 named
 # barriers per CTA bound MosaicConfig.num_stages.
