@@ -19,8 +19,9 @@ batch row by default (``--batch``) and ``--space`` above the phases one
 warpgroup records (steps x phases per step).  A kernel the buffer pushes
 past the shared memory is retried with half the space, a trace that
 overflows it (a persistent CTA running several items) with half the heads.
-The clock reads cost a few cycles each (the dump subtracts an estimate).  docs/design.md ("The fp8 forward", "Where the time goes") has
-what it found.
+The clock reads cost a few cycles each (the dump subtracts an estimate).
+docs/design.md ("The fp8 forward", "Where the time goes"; "What the features
+cost per step") has what it found.
 
   PYTHONPATH=$PWD python3 -m tools.kernel_profile --cell d128-4k-N
       [--dtype fp8] [--variant overlap_softmax=True,block_kv=128]

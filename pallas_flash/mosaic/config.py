@@ -252,9 +252,10 @@ class MosaicConfig:
     2026-11-29 (benchmarks.mosaic_bench, forward, ours / cuDNN paired
     medians, one process, three runs): d128 S4k N 0.995-1.018 -> 1.056-1.075
     (32: 1.031-1.040), S4k C 1.192-1.200 -> 1.207-1.212; d64 S4k N
-    0.997-1.003 -> 1.033-1.036 (8: 1.005-1.022).  Level (not taken): d64 S4k C, d64 and
-    d128 S16k N (three consumers), d256 S1k / S4k (+0-1.5%); fp8 d128 S4k N
-    (block_kv=256) lost 0.93 -> 0.86-0.88, the others level.
+    0.997-1.003 -> 1.033-1.036 (8: 1.005-1.022).  Level (not taken): d64
+    S4k C, d64 and d128 S16k N (three consumers), d256 S1k / S4k (-1.5 to
+    +3%); fp8 d128 S4k N (block_kv=256) lost 0.93 -> 0.86-0.88, the others
+    level.
     """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
     cfg = _TABLE[key]
