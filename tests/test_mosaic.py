@@ -566,6 +566,8 @@ LOWERINGS = [  # (head dim, causal, config, extra masking)
     (128, False, None, "alibi"),  # ALiBi's tiles across the diagonal
     (64, False, None, "alibi"),
     (256, False, None, "alibi soft-cap"),  # ALiBi not folded
+    (256, True, None, "alibi"),  # block_kv 64
+    (256, False, None, "alibi"),
     (128, True, None, "dropout"),  # persistent, softmax overlap
     (64, False, None, "dropout alibi"),
     (256, False, MosaicConfig(block_kv=64), "dropout"),

@@ -67,6 +67,10 @@ class MosaicConfig:
       first combine the score tile's column halves element-wise (independent
       registers) down to c columns, then reduce those in Mosaic GPU's
       per-thread chain and lane shuffles (``forward._row_reduce``).
+    alibi_fma_keys: the ALiBi key vector of a step (tiles on one side of the
+      diagonal) by one FFMA a key (``forward.scaled_key_positions``)
+      instead of an IADD3, an I2FP and an FMUL; not with a bias, nor at
+      block_kv 64 (Mosaic GPU's layout inference finds no solution there).
   """
 
   block_q: int = 64
@@ -79,6 +83,7 @@ class MosaicConfig:
   overlap_softmax: bool = False
   persistent: bool = False
   row_tree: int = 0
+  alibi_fma_keys: bool = True
   backward: "MosaicBackwardConfig | None" = None  # None: its table default
 
   def __post_init__(self):

@@ -64,6 +64,7 @@ from jax.experimental.mosaic import gpu as mgpu
 from jax.experimental.mosaic.gpu import utils as mgpu_utils
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import arith as arith_dialect
+from jaxlib.mlir.dialects import math as math_dialect
 from jaxlib.mlir.dialects import vector as vector_dialect
 import jax.numpy as jnp
 import numpy as np
@@ -445,6 +446,38 @@ def query_tile_visible(spec: masks.MaskSpec, item: Item, b, n, q_base, ki,
                       per_row)
 
 
+def scaled_key_positions(slope, start, n: int):
+  """slope * f32(start + [0, n)) as a key-axis vector (``COL``), one FFMA a
+  value: in the WGMMA layout a thread holds keys 8k + 2p + e of register k
+  (p = lane % 4, e the vector element), so u = slope * f32(start + 2p) once
+  per thread and then fma(slope, 8k + e, u) with immediates.  ``jnp`` on
+  ``start + iota`` costs an IADD3, an I2FP and an FMUL a value instead (the
+  d64 ALiBi forward's key vector, SASS: 192 instructions a step for 64 keys a
+  thread).  Two roundings instead of one (< 1.5 ulp)."""
+  @plgpu.inline_mgpu(
+      arg_types=(plgpu.Layout.WG_SPLAT, plgpu.Layout.WG_SPLAT),
+      return_type=plgpu.ShapeDtypeStruct((n,), jnp.float32, layout=COL))
+  def body(_, slope, start):
+    i32, f32 = ir.IntegerType.get_signless(32), ir.F32Type.get()
+    layout = mgpu.WGMMA_LAYOUT.reduce((0,))
+    assert layout.tiled_tiling_shape == (4, 2), layout  # 8 keys: 4 lanes x 2
+    pair = layout.lane_indices()[-2]  # p
+    k = arith_dialect.addi(start.registers[()], arith_dialect.muli(
+        pair, arith_dialect.constant(i32, 2)))
+    s = slope.registers[()]
+    u = arith_dialect.mulf(s, arith_dialect.sitofp(f32, k))
+    regs = np.empty(layout.registers_shape((n,)), object)
+    for idx in np.ndindex(regs.shape):
+      vals = [math_dialect.fma(s, arith_dialect.constant(f32, float(8 * idx[0] + e)), u)
+              for e in (0, 1)]
+      regs[idx] = vector_dialect.from_elements(ir.VectorType.get([2], f32),
+                                               vals)
+    return mgpu.FragmentedArray(_registers=regs, _layout=layout,
+                                _is_signed=None)
+
+  return body(jnp.asarray(slope, jnp.float32), jnp.asarray(start, jnp.int32))
+
+
 class AlibiTile:
   """ALiBi (``masks.alibi_bias``) of one score tile in base-2 logits (the
   slope ``slope2`` carries the log2 e, ``alibi_slopes``): queries
@@ -477,10 +510,14 @@ class AlibiTile:
   """
 
   def __init__(self, slope2, offset, q_start, k_start, shape, q_dim: int,
-               causal: bool, fixed_axis: int = 1, side: int | None = None):
+               causal: bool, fixed_axis: int = 1, side: int | None = None,
+               fma_keys: bool = False):
     self.slope2, self.shape, self.q_dim = slope2, shape, q_dim
     n_q, n_k = shape[q_dim], shape[1 - q_dim]
     origin = q_start + offset if fixed_axis == q_dim else k_start
+    # key positions along COL, each step's own: ``scaled_key_positions``
+    self._fma_keys = (fma_keys and q_dim == 0 and fixed_axis == 0,
+                      k_start - origin, n_k)
 
     def rel(start, n, dim):  # start - origin + 0..n-1, the scalar part first
       return (start - origin) + plgpu.broadcasted_iota(
@@ -519,7 +556,12 @@ class AlibiTile:
       return self._bcast(self.k_vec * (1.0 / c), 1 - self.q_dim)
     if self.side == 0:
       return None
-    _, col = masks.alibi_terms(self.slope2 * (self.side / c), *self._pos, 0)
+    fma, first, n = self._fma_keys
+    if fma:  # (masks.alibi_terms' column product, one FFMA a key)
+      col = scaled_key_positions(self.slope2 * (self.side / c), first, n)
+    else:
+      _, col = masks.alibi_terms(self.slope2 * (self.side / c), *self._pos,
+                                 0)
     return self._bcast(col, 1 - self.q_dim)
 
   def add_rest(self, acc, c: float):
@@ -1050,7 +1092,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       order: tuple[tuple[str, int], ...], num_ctas: int,
                       interpret: bool, alibi: bool = False,
                       rate: float = 0.0, bias: bool = False,
-                      row_tree: int = 0):
+                      row_tree: int = 0, alibi_fma_keys: bool = False):
   """Work items of ``consumers * block_q`` query rows of one (b, n), in the
   launch ``order`` ((axis name, size), the last axis fastest).  num_ctas ==
   0: one CTA per item (a grid of ``order``); else a persistent kernel of
@@ -1167,7 +1209,12 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           fixed = 0 if spec.is_causal or side in (1, -1) else 1
           return AlibiTile(slope2, item.offset, q_base, item.tile_of(j) * bk,
                            (bq, bk), 0, spec.is_causal, fixed_axis=fixed,
-                           side=side)
+                           side=side,
+                           # (Mosaic GPU's layout inference found no
+                           # solution with the bias ring, d128 causal, nor
+                           # at block_kv 64, d256's)
+                           fma_keys=(alibi_fma_keys and not interpret
+                                     and ring is None and bk >= 128))
 
         def s_init(ab):  # the S accumulator's init, or None for zeros
           return ab.k_init(scale * _LOG2E) if fold else None
@@ -1666,7 +1713,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams,
       longest_first=spec.is_causal, masked_first=cfg.masked_first,
       overlap_softmax=cfg.overlap_softmax, order=order, num_ctas=num_ctas,
       alibi=alibi, rate=rate, interpret=params.interpret, bias=bias,
-      row_tree=cfg.row_tree)
+      row_tree=cfg.row_tree, alibi_fma_keys=cfg.alibi_fma_keys)
   kernel.__name__ = "pallas_flash_mosaic_fwd"
   if num_ctas:
     grid, grid_names = (num_ctas,), ("cta",)
