@@ -425,6 +425,13 @@ class MosaicBackwardConfig:
       240 (the producer 24, FA3's split).  None: 240 in the fused kernel,
       232 in the two-kernel form.
     dq_registers: the same for the dQ kernel (None: 232).
+    alibi_fixed_keys: ALiBi's positions in the dK/dV kernel (``fwd.AlibiTile``
+      with a fixed axis): the item's key positions fixed and the query
+      vector recomputed each step (True), or the query positions fixed
+      (False): then the query vector [block_q_dkv] is loop-invariant, held
+      in registers across the steps (ptxas, H200 2026-11-29, d64 S4k N
+      with ALiBi: the fused dK/dV kernel spilled 1068 / 2676 bytes stored
+      / loaded, against 124 / 260 without ALiBi).
   """
 
   block_kv_dkv: int = 64
@@ -445,6 +452,7 @@ class MosaicBackwardConfig:
   row_ring: bool = False
   dkdv_registers: int | None = None  # None: 240 fused, else 232
   dq_registers: int | None = None  # None: 232
+  alibi_fixed_keys: bool = True
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):
