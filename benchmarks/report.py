@@ -139,6 +139,34 @@ def paired_table(results, impl_names) -> str:
   return "\n".join(out)
 
 
+def features_table(results, impl_names) -> str:
+  """``--features``: each of our implementations on a cell with a score
+  feature against itself on the same cell without it (ratios of median
+  TFLOP/s, forward and forward + backward; the two cells are timed one after
+  the other in the same run, not interleaved), and against the best peer
+  that takes the feature (fwd+bwd).  Issue 50's goals: ALiBi >= 0.98,
+  dropout >= 0.95, a bias >= 0.8 of no-feature fwd+bwd and >= 1.5x cuDNN's
+  with the same bias."""
+  ours = [n for n in impl_names if peers_lib.IMPLS[n].ours]
+  by = {(r["label"], r["impl"]): r for r in results}
+  out = ["| workload | impl | fwd / no feature | fwd+bwd / no feature | "
+         "fwd+bwd / best peer with it |", "|---|---|---|---|---|"]
+  for r in results:
+    if r["impl"] not in ours or not r.get("plain_label"):
+      continue
+    plain = by.get((r["plain_label"], r["impl"]), {})
+    cells = []
+    for mode in ("fwd", "fwdbwd"):
+      a, b = _timed(r, mode), _timed(plain, mode) if plain else None
+      cells.append(f"{a / b:.2f}" if a and b else "-")
+    rs = [p for p in results if p["label"] == r["label"]]
+    best, best_name = _best_peer(rs, "fwdbwd")
+    mine = _timed(r, "fwdbwd")
+    cells.append(f"{mine / best:.2f} {best_name}" if mine and best else "-")
+    out.append(f"| {r['label']} | {r['impl']} | " + " | ".join(cells) + " |")
+  return "\n".join(out) if len(out) > 2 else ""
+
+
 def _short(status: str) -> str:
   s = str(status)
   return "wrong" if s.startswith("wrong") else ("skip" if "skipped" in s else "did not run")
@@ -403,8 +431,14 @@ def write_report(out_dir, env, command, results, mem_rows, impl_names, modes,
   md += ["## Our kernels against the best peer", "", headline(results, impl_names), "",
          "Per-rep paired time ratios, best peer / ours, median [q25, q75] (drift "
          "slower than one pass over the cell cancels in them):", "",
-         paired_table(results, impl_names), "",
-         "## Which implementations ran", "", reasons(results, mem_rows), "",
+         paired_table(results, impl_names), ""]
+  feats = features_table(results, impl_names)
+  if feats:
+    md += ["## Score features", "", "Ours with ALiBi, dropout or a bias against "
+           "ours on the same cell without it (ratios of median TFLOP/s, the two "
+           "cells timed one after the other in this run), and against the best "
+           "peer that takes the feature:", "", feats, ""]
+  md += ["## Which implementations ran", "", reasons(results, mem_rows), "",
          "## Tables", "", table, "",
          "## Compile time of the first call (s, forward / forward+backward; trace + lower + compile)",
          "", compile_table(results, impl_names), "",

@@ -97,6 +97,12 @@ def parse_args(argv=None):
                  choices=tuple(peers_lib.IMPLS))
   p.add_argument("--only", choices=("fwd", "all"), default="all",
                  help="'fwd' times the forward only")
+  p.add_argument("--features", nargs="+", choices=tuple(wl.FEATURES),
+                 default=(),
+                 help="also run each convention cell with ALiBi, dropout 0.1 "
+                      "and / or a [1, N, T, S] bias, right after the cell "
+                      "itself: the table 'Score features' gives ours with "
+                      "the feature / ours without it (issue 50)")
   p.add_argument("--memory-seqlens", nargs="+", type=int, default=None)
   p.add_argument("--xla-max-seqlen", type=int, default=16384,
                  help="do not time the O(T^2) XLA path above this T")
@@ -152,6 +158,9 @@ def select_workloads(args, smoke: bool):
   cells += [w for w in real if w.name in groups]
   if args.match:
     cells = [w for w in cells if any(m in w.label for m in args.match)]
+  cells = [c for w in cells for c in (
+      [w] + [wl.with_feature(w, f) for f in args.features
+             if w.name == "convention" and w.dtype != "float8_e4m3fn"])]
   # The first dtype's cells first, so a time budget cuts the other dtype.
   cells.sort(key=lambda w: w.dtype != dtypes[0])
   mem = mem if "memory" in groups else []
@@ -178,11 +187,14 @@ class Reference:
   """float32 reference on batch 0, kv head 0 and its query heads, full T;
   or with ``tail`` only the last ``tail`` query rows against every key (the
   XLA reference's [T, S] scores do not fit at T = 128k): out and dQ of those
-  rows are checked, dK and dV (sums over every row) are not."""
+  rows are checked, dK and dV (sums over every row) are not.  With a bias
+  ([1, N, T, S], ``--features bias``) every batch row, so that dbias (a sum
+  over them) is checked too."""
 
   def __init__(self, w: wl.Workload, x: wl.Inputs, tail: int | None = None):
     self.w, self.x, self.tail = w, x, tail
     self.group = w.heads // w.kv_heads
+    self.rows = slice(None) if x.bias is not None else slice(0, 1)
     self._cache = {}
     t = w.seqlen
     if x.q_lengths is not None:
@@ -194,10 +206,11 @@ class Reference:
       self.q_rows = self.kv_rows = None
 
   def slice_q(self, a):
-    return a[:1, -self.tail:, :self.group] if self.tail else a[:1, :, :self.group]
+    b = self.rows
+    return a[b, -self.tail:, :self.group] if self.tail else a[b, :, :self.group]
 
   def slice_kv(self, a):
-    return a[:1, :, :1]
+    return a[self.rows, :, :1]
 
   def get(self, scale: float):
     if scale not in self._cache:
@@ -207,27 +220,45 @@ class Reference:
       ql = None if x.q_lengths is None else x.q_lengths[:1]
       kl = None if x.kv_lengths is None else x.kv_lengths[:1]
 
+      # The features of the sliced heads: ALiBi's slopes and the bias's
+      # heads [0, group); the dropout bits hash the (batch row, head) index,
+      # which the slice keeps.
+      slopes = None if x.alibi_slopes is None else x.alibi_slopes[:self.group]
+
       @jax.jit
-      def ref(q, k, v, do):
-        f = lambda q, k, v: flash_attention(
-            q, k, v, scale=scale, is_causal=w.causal, implementation="xla",
+      def ref(q, k, v, do, bias):
+        f = lambda q, k, v, bias: flash_attention(
+            q, k, v, bias, scale=scale, is_causal=w.causal,
+            implementation="xla",
             # the tail rows keep their diagonal against all S keys
             causal_alignment="bottom_right" if self.tail else "top_left",
             query_segment_ids=seg, query_seq_lengths=ql,
-            key_value_seq_lengths=kl)
-        out, vjp = jax.vjp(f, q, k, v)
-        return (out,) + tuple(vjp(do))
+            key_value_seq_lengths=kl, alibi_slopes=slopes,
+            dropout_rate=w.dropout, dropout_rng=x.dropout_rng)
+        out, vjp = jax.vjp(f, q, k, v, bias)
+        grads = vjp(do)
+        return (out,) + tuple(grads[:3]) + (() if bias is None
+                                            else (grads[3],))
 
       f32 = lambda a: a.astype(jnp.float32)
       self._cache[scale] = jax.block_until_ready(ref(
           f32(self.slice_q(x.q)), f32(self.slice_kv(x.k)),
-          f32(self.slice_kv(x.v)), f32(self.slice_q(x.do))))
+          f32(self.slice_kv(x.v)), f32(self.slice_q(x.do)),
+          None if x.bias is None else f32(self.slice_bias(x.bias))))
     return self._cache[scale]
+
+  def slice_bias(self, a):  # [1, N, T, S] -> the reference's heads and rows
+    return a[:, :self.group, -self.tail:] if self.tail else a[:, :self.group]
 
 
 def _make_fwdbwd(fn):
+  """(out, dq, dk, dv), and dbias where ``aux`` has a bias."""
   def fwdbwd(q, k, v, aux, do):
-    out, vjp = jax.vjp(lambda q, k, v: fn(q, k, v, aux), q, k, v)
+    if aux.get("bias") is None:
+      out, vjp = jax.vjp(lambda q, k, v: fn(q, k, v, aux), q, k, v)
+    else:
+      out, vjp = jax.vjp(lambda q, k, v, b: fn(q, k, v, {**aux, "bias": b}),
+                         q, k, v, aux["bias"])
     return (out,) + tuple(vjp(do))
   return fwdbwd
 
@@ -245,13 +276,16 @@ def bench_cell(w: wl.Workload, impls, args, settings, log) -> list[dict]:
   x = wl.make_inputs(w)
   # Beyond --xla-max-seqlen the reference checks the last query rows only.
   tail = min(2048, w.seqlen // 4) if w.seqlen > args.xla_max_seqlen else None
-  ref = None if args.no_check else Reference(w, x, tail)
+  # (a tail's rows would draw other dropout bits: such cells go unchecked)
+  ref = None if args.no_check or (tail and w.dropout) else Reference(w, x, tail)
   calls = {}  # (impl name, "fwd" | "fwdbwd"): (checked executable, args)
   results = []
   for impl in impls:
     r = dict(impl=impl.name, ours=impl.ours, label=w.label,
              workload=dataclasses.asdict(w), visible_pairs=x.visible_pairs,
              status_fwd="not run", status_bwd="not run")
+    if w.features:  # the cell this one's feature cost is measured against
+      r["plain_label"] = wl.without_features(w).label
     results.append(r)
     t_cell = time.perf_counter()
     calls.update(_compile_and_check(impl, w, x, ref, r, args, settings, log))
@@ -323,12 +357,14 @@ def _compile_and_check(impl, w, x, ref, r, args, settings, log) -> dict:
     cb = compile_fits(_make_fwdbwd(fn), "fwdbwd", *bargs)
     outs = jax.block_until_ready(cb(*bargs))
     if ref is not None:
-      _, dq_r, dk_r, dv_r = ref.get(scale)
+      _, dq_r, dk_r, dv_r, *dbias_r = ref.get(scale)
       errs = dict(dq=rel_err(ref.slice_q(outs[1]), dq_r, ref.q_rows))
       if not ref.tail:  # (a tail's dK / dV miss the other rows' terms)
         errs.update(
             dk=rel_err(ref.slice_kv(outs[2]), dk_r, ref.kv_rows),
             dv=rel_err(ref.slice_kv(outs[3]), dv_r, ref.kv_rows))
+        if dbias_r:  # (the bias cells' reference takes every batch row)
+          errs["dbias"] = rel_err(ref.slice_bias(outs[4]), dbias_r[0])
       r["err_bwd"] = max(errs.values())
       r["err_bwd_parts"] = errs
       bad = {k: v for k, v in errs.items() if not v <= bwd_tol}
@@ -523,6 +559,10 @@ def main(argv=None) -> int:
   log(report.headline(results, names))
   log("Per-rep paired time ratios, best peer / ours, median [q25, q75]:")
   log(report.paired_table(results, names))
+  feats = report.features_table(results, names)
+  if feats:
+    log("Score features, ours with / without (ratios of median TFLOP/s):")
+    log(feats)
   log("")
   log(report.reasons(results, mem_rows))
   log(f"\nwrote {out_dir}/RESULTS.md, table.md, results.json"

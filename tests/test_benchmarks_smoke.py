@@ -543,3 +543,34 @@ def test_mosaic_bench_fp8_checks_times_and_skips(monkeypatch):
   assert "| d128 S256 C fp8 | block_kv=64 | - |" in table
   assert "skipped: bk256s3h4MP needs 247296 bytes" in table
   assert "wrong: rel err vs f32" in table
+
+
+def test_score_features_against_the_same_cell(tmp_path):
+  """``--features``: each convention cell again with ALiBi, dropout and a
+  [1, N, T, S] bias, checked against the reference (dbias too), peers
+  without the argument reported as not run, and ours with each feature
+  against ours without it in the report's "Score features" table."""
+  out = tmp_path / "bench"
+  rc = run.main(["--smoke", "--impls", "ours-triton", "xla", "--workloads",
+                 "convention", "--seqlens", "128", "--causal", "no",
+                 "--features", "alibi", "dropout", "bias", "--reps", "2",
+                 "--no-plots", "--time-budget", "1e9", "--out", str(out)])
+  assert rc == 0
+  data = json.loads((out / "results.json").read_text())
+  by = {(r["label"], r["impl"]): r for r in data["results"]}
+  plain = "convention bf16 d32 S128 N B2"
+  for suffix in (" +alibi", " +dropout0.1", " +bias"):
+    ours = by[(plain + suffix, "ours-triton")]
+    assert ours["status_fwd"] == "ok", ours["status_fwd"]
+    assert str(ours["status_bwd"]).startswith("ok"), ours["status_bwd"]
+    assert ours["plain_label"] == plain
+    assert ours["err_fwd"] < run.FWD_TOL["bfloat16"]
+  assert "dbias" in by[(plain + " +bias", "ours-triton")]["err_bwd_parts"]
+  assert by[(plain + " +bias", "xla")]["status_fwd"] == "ok"  # takes a bias
+  for suffix, name in ((" +alibi", "alibi"), (" +dropout0.1", "dropout")):
+    assert by[(plain + suffix, "xla")]["status_fwd"] == (
+        f"did not run: NotImplementedError: no {name} argument")
+  report = (out / "RESULTS.md").read_text()
+  section = report[report.index("## Score features"):]
+  for suffix in (" +alibi", " +dropout0.1", " +bias"):
+    assert f"| {plain}{suffix} | ours-triton | " in section
