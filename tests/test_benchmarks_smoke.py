@@ -548,8 +548,9 @@ def test_mosaic_bench_fp8_checks_times_and_skips(monkeypatch):
 def test_score_features_against_the_same_cell(tmp_path):
   """``--features``: each convention cell again with ALiBi, dropout and a
   [1, N, T, S] bias, checked against the reference (dbias too), peers
-  without the argument reported as not run, and ours with each feature
-  against ours without it in the report's "Score features" table."""
+  without the argument reported as not run, timed together with the cell,
+  and ours with each feature against ours without it (paired) in the
+  report's "Score features" table."""
   out = tmp_path / "bench"
   rc = run.main(["--smoke", "--impls", "ours-triton", "xla", "--workloads",
                  "convention", "--seqlens", "128", "--causal", "no",
@@ -564,6 +565,8 @@ def test_score_features_against_the_same_cell(tmp_path):
     assert ours["status_fwd"] == "ok", ours["status_fwd"]
     assert str(ours["status_bwd"]).startswith("ok"), ours["status_bwd"]
     assert ours["plain_label"] == plain
+    # timed with the cell itself: per-rep ratios without / with the feature
+    assert set(ours["paired_plain"]) >= {"fwd", "fwdbwd"}
     assert ours["err_fwd"] < run.FWD_TOL["bfloat16"]
   assert "dbias" in by[(plain + " +bias", "ours-triton")]["err_bwd_parts"]
   assert by[(plain + " +bias", "xla")]["status_fwd"] == "ok"  # takes a bias
