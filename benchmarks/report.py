@@ -205,7 +205,11 @@ def compile_table(results, impl_names) -> str:
     for n in cols:
       r = by.get((l, n), {})
       a, b = r.get("compile_fwd_s"), r.get("compile_fwdbwd_s")
-      cells.append(f"{a:.1f} / {b:.1f}" if a and b else (f"{a:.1f} / -" if a else "-"))
+      la, lb = r.get("lower_fwd_s"), r.get("lower_fwdbwd_s")
+      text = (f"{a:.1f} / {b:.1f}" if a and b else (f"{a:.1f} / -" if a else "-"))
+      if la and lb:
+        text += f" ({la:.1f} / {lb:.1f})"
+      cells.append(text)
     out.append(f"| {l} | " + " | ".join(cells) + " |")
   return "\n".join(out)
 
@@ -438,7 +442,8 @@ def write_report(out_dir, env, command, results, mem_rows, impl_names, modes,
            feats, ""]
   md += ["## Which implementations ran", "", reasons(results, mem_rows), "",
          "## Tables", "", table, "",
-         "## Compile time of the first call (s, forward / forward+backward; trace + lower + compile)",
+         "## Compile time of the first call (s, forward / forward+backward; trace + lower + compile, "
+         "of which trace + lower in brackets)",
          "", compile_table(results, impl_names), "",
          "## Peak memory of forward+backward vs seqlen (GiB, compiled memory_analysis)",
          "", memory_table(mem_rows, env.get("device_memory_bytes")), ""]

@@ -349,7 +349,7 @@ def _compile_and_check(impl, w, x, ref, r, args, settings, log) -> dict:
       traceback.print_exc()
 
   def compile_fits(f, mode, *a):  # -> the executable; its sizes into r
-    c, r[f"compile_{mode}_s"] = timing.compile_timed(
+    c, r[f"compile_{mode}_s"], r[f"lower_{mode}_s"] = timing.compile_timed(
         f, *a, options=impl.compile_options)
     r[f"mem_{mode}_bytes"] = timing.mem_bytes(c)
     need, free = timing.temp_bytes(c), timing.free_device_bytes()
@@ -526,7 +526,7 @@ def memory_sweep(mem_workloads, impls, args, log) -> list[dict]:
       rows.append(r)
       try:
         fn, aux = impl.build(w, x)
-        c, r["compile_s"] = timing.compile_timed(
+        c, r["compile_s"], _ = timing.compile_timed(
             _make_fwdbwd(fn), x.q, x.k, x.v, aux, x.do,
             options={**(_MEMORY_SWEEP_OPTIONS if on_gpu else {}),
                      **(impl.compile_options or {})} or None)

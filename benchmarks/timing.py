@@ -6,7 +6,7 @@ ending in ``jax.block_until_ready`` (long enough that dispatch overhead is
 amortised), the implementations in a fresh random order each rep;
 ``time_interleaved`` gives the median per call, ``paired_ratio`` the
 quartiles of two entries' per-rep time ratios.  ``compile_timed``: trace +
-lower + compile, timed.  The ``*_bytes`` helpers read
+lower + compile, timed, and the trace + lower part alone.  The ``*_bytes`` helpers read
 ``compiled.memory_analysis()`` and the device's memory stats.
 """
 from __future__ import annotations
@@ -103,6 +103,11 @@ def free_device_bytes() -> int | None:
 
 
 def compile_timed(f, *args, options=None):
+  """(compiled, seconds to trace + lower + compile, of them to trace +
+  lower): the host's Python side against XLA's compile (for Pallas kernels
+  LLVM, PTX and ptxas on a GPU)."""
   t0 = time.perf_counter()
-  compiled = jax.jit(f).lower(*args).compile(options)
-  return compiled, time.perf_counter() - t0
+  lowered = jax.jit(f).lower(*args)
+  t_lower = time.perf_counter() - t0
+  compiled = lowered.compile(options)
+  return compiled, time.perf_counter() - t0, t_lower

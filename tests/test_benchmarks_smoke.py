@@ -36,6 +36,8 @@ def test_smoke_table(tmp_path):
     if r["impl"] == "xla":
       assert r["err_fwd"] < run.FWD_TOL[r["workload"]["dtype"]]
       assert r["tflops_fwd"] > 0 and r["tflops_fwdbwd"] > 0
+      for mode in ("fwd", "fwdbwd"):  # trace + lower, a part of the whole
+        assert 0 < r[f"lower_{mode}_s"] <= r[f"compile_{mode}_s"]
   report = (out / "RESULTS.md").read_text()
   assert "CPU SMOKE RUN" in report
   assert "cudnn" in report
