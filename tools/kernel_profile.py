@@ -47,29 +47,30 @@ import tempfile
 from unittest import mock
 
 
+def intervals(events: list[dict]) -> dict:
+  """{(pid, tid): [(start, end, name, depth), ...] sorted by start} of a
+  Perfetto trace's events: "B" / "E" pairs per (pid, tid) track, ``ts`` in
+  units of 1000 cycles, as Mosaic GPU's profiler writes them; depth 0 for a
+  top-level phase."""
+  opened = collections.defaultdict(list)
+  tracks = collections.defaultdict(list)
+  for e in events:
+    key, t = (e["pid"], e["tid"]), e["ts"] * 1e3
+    if e["ph"] == "B":
+      opened[key].append((e["name"], t))
+    else:
+      name, t0 = opened[key].pop()
+      tracks[key].append((t0, t, name, len(opened[key])))
+  return {key: sorted(done) for key, done in tracks.items()}
+
+
 def summarise(events: list[dict]) -> dict:
   """{"phases": {name: [cycles, ...]}, "gaps": {"a -> b": [cycles, ...]},
   "tracks": warpgroups with events, "span": their mean cycles from first
-  event to last} of a Perfetto trace's events: "B" / "E" pairs per (pid,
-  tid), ``ts`` in units of 1000 cycles, as Mosaic GPU's profiler writes
-  them."""
-  tracks = collections.defaultdict(list)
-  for e in events:
-    tracks[(e["pid"], e["tid"])].append(e)
+  event to last} of a Perfetto trace's events (``intervals``)."""
   phases, gaps, spans = (collections.defaultdict(list),
                          collections.defaultdict(list), [])
-  for track in tracks.values():
-    opened, done = [], []
-    for e in track:
-      t = e["ts"] * 1e3
-      if e["ph"] == "B":
-        opened.append((e["name"], t))
-      else:
-        name, t0 = opened.pop()
-        done.append((t0, t, name, len(opened)))
-    if not done:
-      continue
-    done.sort()
+  for done in intervals(events).values():
     spans.append(max(d[1] for d in done) - done[0][0])
     for t0, t1, name, _ in done:
       phases[name].append(t1 - t0)
@@ -85,19 +86,11 @@ def overlaps(events: list[dict], phase: str = "softmax",
   """{label: [fraction, ...]}: for every ``phase`` interval of a track, the
   share of its cycles during which another track on the same SM (``pid``)
   was inside any phase of ``others[label]`` (default: the same phase, and
-  the GEMM phases "S", "PV", "GEMMs and softmax").  ts as in
-  ``summarise``."""
+  the GEMM phases "S", "PV", "GEMMs and softmax"); tracks from
+  ``intervals``."""
   others = others or {phase: (phase,), "GEMMs": ("S", "PV",
                                                   "GEMMs and softmax")}
-  spans = collections.defaultdict(list)  # (pid, tid) -> (t0, t1, name)
-  opened = collections.defaultdict(list)
-  for e in events:
-    key, t = (e["pid"], e["tid"]), e["ts"] * 1e3
-    if e["ph"] == "B":
-      opened[key].append((e["name"], t))
-    else:
-      name, t0 = opened[key].pop()
-      spans[key].append((t0, t, name))
+  spans = intervals(events)
 
   def covered(t0, t1, intervals):  # cycles of [t0, t1] inside the union
     total, end = 0.0, t0
@@ -112,11 +105,12 @@ def overlaps(events: list[dict], phase: str = "softmax",
   for (pid, tid), mine in spans.items():
     rest = [iv for (p, t), ivs in spans.items() if p == pid and t != tid
             for iv in ivs]
-    for t0, t1, name in mine:
+    for t0, t1, name, _ in mine:
       if name != phase or t1 <= t0:
         continue
       for label, names in others.items():
-        ivs = [(a, b) for a, b, n in rest if n in names and b > t0 and a < t1]
+        ivs = [(a, b) for a, b, n, _ in rest
+               if n in names and b > t0 and a < t1]
         out[label].append(covered(t0, t1, ivs) / (t1 - t0))
   return out
 
@@ -240,13 +234,13 @@ def main(argv=None):
                          features, args.batch, args.space, out_dir,
                          args.heads)
   with open(trace) as f:
-    summary = summarise(json.load(f)["traceEvents"])
+    events = json.load(f)["traceEvents"]
+  summary = summarise(events)
   print(f"trace: {trace} (B{args.batch}, {heads} heads)\n"
         f"{summary['tracks']} warpgroups, mean span "
         f"{summary['span']:.0f} cycles\n")
   print(table(summary))
-  with open(trace) as f:
-    shares = overlaps(json.load(f)["traceEvents"])
+  shares = overlaps(events)
   print("\n| a softmax's cycles while another warpgroup on its SM was in | "
         "count | median | mean |\n|---|---|---|---|")
   for label, xs in shares.items():
