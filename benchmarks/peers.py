@@ -98,8 +98,7 @@ def _aux(x: wl.Inputs, **extra) -> dict[str, Any]:
 def _refuse_features(w: wl.Workload, takes: tuple[str, ...] = ()):
   """NotImplementedError for a score feature (``wl.FEATURES``) of cell
   ``w`` that the implementation does not take (``takes``: those it does)."""
-  has = {"alibi": w.alibi, "dropout": w.dropout > 0, "bias": w.bias}
-  missing = [f for f, on in has.items() if on and f not in takes]
+  missing = [f for f in w.feature_names if f not in takes]
   if missing:
     raise NotImplementedError(f"no {' or '.join(missing)} argument")
 

@@ -6,8 +6,8 @@ ending in ``jax.block_until_ready`` (long enough that dispatch overhead is
 amortised), the implementations in a fresh random order each rep;
 ``time_interleaved`` gives the median per call, ``paired_ratio`` the
 quartiles of two entries' per-rep time ratios.  ``compile_timed``: trace +
-lower + compile, timed, and the trace + lower part alone.  The ``*_bytes`` helpers read
-``compiled.memory_analysis()`` and the device's memory stats.
+lower + compile, timed, and the trace + lower part alone.  The ``*_bytes``
+helpers read ``compiled.memory_analysis()`` and the device's memory stats.
 """
 from __future__ import annotations
 

@@ -135,12 +135,18 @@ class Workload:
     return q, k, v, kw
 
   @property
+  def feature_names(self) -> tuple[str, ...]:
+    """The score features (``FEATURES``' names) the cell has."""
+    return tuple(name for name, on in (("alibi", self.alibi),
+                                       ("dropout", self.dropout > 0),
+                                       ("bias", self.bias)) if on)
+
+  @property
   def features(self) -> str:
     """The score features of a benchmark cell (``with_feature``), as its
-    label's suffix: "" for none, else e.g. " +alibi"."""
-    return ((" +alibi" if self.alibi else "")
-            + (f" +dropout{self.dropout:g}" if self.dropout else "")
-            + (" +bias" if self.bias else ""))
+    label's suffix: "" for none, else e.g. " +alibi", " +dropout0.1"."""
+    return "".join(f" +{name}" + (f"{self.dropout:g}" if name == "dropout"
+                                  else "") for name in self.feature_names)
 
   @property
   def label(self) -> str:
