@@ -27,6 +27,12 @@ For every workload (``benchmarks.workloads``) and every implementation
    output + temp - alias bytes: what XLA allocates for the step, known before
    it runs, so cells that would not fit are reported instead of run).
 
+With ``--features alibi dropout bias`` each convention cell is followed by
+the same cell with that score feature (``workloads.with_feature``); a cell
+and its feature cells are compiled, checked and timed as one group
+(``cell_groups``), so ours with a feature against ours without it is a
+paired ratio too (``paired_plain``; the report's "Score features").
+
 Then a memory sweep (fwd+bwd compiled, not run, T up to 128k) and the
 outputs in ``--out``: ``results.json``, ``table.md``, ``RESULTS.md``,
 ``tflops.png``, ``memory.png``.

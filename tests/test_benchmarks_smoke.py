@@ -350,6 +350,25 @@ def test_kernel_profile_summarises_phases_and_gaps(monkeypatch):
     kernel_profile.main(["--cell", "d128-4k-N"])
 
 
+def test_kernel_profile_overlaps_of_softmaxes():
+  """tools.kernel_profile.overlaps: the share of each softmax during which
+  another track on the same SM was in its softmax or a GEMM phase; a track
+  on another SM does not count."""
+  from tools import kernel_profile
+  ev = lambda name, t0, t1, pid, tid: [
+      dict(name=name, ph="B", ts=t0, pid=pid, tid=tid),
+      dict(name=name, ph="E", ts=t1, pid=pid, tid=tid)]
+  events = (ev("softmax", 0.0, 2.0, 1, 1)  # 2000 cycles
+            + ev("S", 0.0, 0.5, 1, 2) + ev("softmax", 1.5, 3.0, 1, 2)
+            + ev("PV", 0.5, 1.0, 1, 2)
+            + ev("softmax", 0.0, 2.0, 2, 3))  # another SM: alone
+  shares = kernel_profile.overlaps(events)
+  # track 1: the other's softmax 1.5-2.0 (25%), its S and PV 0-1.0 (50%);
+  # track 2: track 1's softmax over 1.5-2.0 of 1.5-3.0 (1/3); track 3: 0
+  assert sorted(shares["softmax"]) == pytest.approx([0.0, 0.25, 1 / 3])
+  assert sorted(shares["GEMMs"]) == pytest.approx([0.0, 0.0, 0.5])
+
+
 def test_kernel_profile_halves_heads_until_the_trace_fits(monkeypatch,
                                                           tmp_path):
   """kernel_profile.profile: the profiler's "Insufficient space" (a

@@ -468,8 +468,9 @@ def scaled_key_positions(slope, start, n: int):
     u = arith_dialect.mulf(s, arith_dialect.sitofp(f32, k))
     regs = np.empty(layout.registers_shape((n,)), object)
     for idx in np.ndindex(regs.shape):
-      vals = [math_dialect.fma(s, arith_dialect.constant(f32, float(8 * idx[0] + e)), u)
-              for e in (0, 1)]
+      keys = (float(8 * idx[0] + e) for e in (0, 1))  # 8k + e, immediates
+      vals = [math_dialect.fma(s, arith_dialect.constant(f32, x), u)
+              for x in keys]
       regs[idx] = vector_dialect.from_elements(ir.VectorType.get([2], f32),
                                                vals)
     return mgpu.FragmentedArray(_registers=regs, _layout=layout,
