@@ -1414,6 +1414,11 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
     (64, False, MosaicBackwardConfig(block_q_dkv=128, block_kv_dq=128,
                                      fused=True), "dropout alibi"),
     (64, False, None, "dropout alibi"),  # d64's dropout default: two kernels
+    # the d64 default's dK/dV query vector by FFMA (block_q_dkv 128)
+    *[(64, c, MosaicBackwardConfig(block_q_dkv=128, block_kv_dq=128,
+                                   fused=True, row_ring=True, persistent=True,
+                                   alibi_fma_queries=True), "alibi")
+      for c in (False, True)],
     (256, True, None, "dropout"),  # split_head_dim
     (64, True, MosaicBackwardConfig(block_q_dkv=128, deterministic=False),
      "dropout"),

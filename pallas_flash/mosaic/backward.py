@@ -1025,7 +1025,10 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       if alibi and has_s:  # folded: its linear part is in S^T's init
         ab = fwd.AlibiTile(slopes_ref[b, n], item.offset, qt * bq, kv_base,
                            (bk, bq), 1, spec.is_causal, side=side,
-                           fixed_axis=0 if cfg.alibi_fixed_keys else 1)
+                           fixed_axis=0 if cfg.alibi_fixed_keys else 1,
+                           # (Mosaic GPU's layout inference: not at 64)
+                           fma_queries=(cfg.alibi_fma_queries
+                                        and not interpret and bq >= 128))
       s_init, dp_init, logits = _row_terms(
           lse2 - ab.q_vec if s_fold else lse2, delta, (bk, bq), 1, scale, cap)
       k_init = ab.k_init(scale * _LOG2E) if s_fold else None

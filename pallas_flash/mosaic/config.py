@@ -432,6 +432,10 @@ class MosaicBackwardConfig:
       in registers across the steps (ptxas, H200 2026-11-29, d64 S4k N
       with ALiBi: the fused dK/dV kernel spilled 1068 / 2676 bytes stored
       / loaded, against 124 / 260 without ALiBi).
+    alibi_fma_queries: with ``alibi_fixed_keys``, the dK/dV kernel's
+      per-step query vector by one FFMA a query
+      (``forward.scaled_key_positions``) where block_q_dkv is 128 (d64's
+      fused kernel).  Experiment.
   """
 
   block_kv_dkv: int = 64
@@ -453,6 +457,7 @@ class MosaicBackwardConfig:
   dkdv_registers: int | None = None  # None: 240 fused, else 232
   dq_registers: int | None = None  # None: 232
   alibi_fixed_keys: bool = True
+  alibi_fma_queries: bool = False
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):

@@ -515,7 +515,7 @@ class AlibiTile:
 
   def __init__(self, slope2, offset, q_start, k_start, shape, q_dim: int,
                causal: bool, fixed_axis: int = 1, side: int | None = None,
-               fma_keys: bool = False):
+               fma_keys: bool = False, fma_queries: bool = False):
     self.slope2, self.shape, self.q_dim = slope2, shape, q_dim
     n_q, n_k = shape[q_dim], shape[1 - q_dim]
     origin = q_start + offset if fixed_axis == q_dim else k_start
@@ -537,6 +537,12 @@ class AlibiTile:
     self.side = side if self.static else masks.alibi_side(
         q_start, q_start + n_q - 1, k_start, k_start + n_k - 1, offset)
     self.q_vec, self.k_vec = masks.alibi_linear(self.side, self.row, self.col)
+    if (fma_queries and q_dim == 1 and fixed_axis == 0 and self.static
+        and self.side != 0):
+      # the dK/dV kernel's per-step query vector along COL (-side * row,
+      # ``masks.alibi_linear``) by one FFMA a query: ``scaled_key_positions``
+      self.q_vec = scaled_key_positions(-self.side * slope2,
+                                        q_start + offset - origin, n_q)
 
   def _bcast(self, x, dim):
     return plgpu.layout_cast(lax.broadcast_in_dim(x, self.shape, [dim]),
