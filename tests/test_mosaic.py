@@ -43,6 +43,8 @@ CASES = [
       causal=True, config=MosaicConfig(block_kv=256, row_tree=16)),
     M("row tree, alibi and softmax overlap", t=200, s=300, alibi=True,
       config=MosaicConfig(overlap_softmax=True, row_tree=8)),
+    M("row max / sum with 16 accumulators (GPU; interpret: jnp's), causal",
+      t=256, s=200, causal=True, config=MosaicConfig(reduce_ilp=16)),
     M("causal", t=256, s=256, causal=True),
     M("alibi causal bottom_right ragged", t=100, s=230, n=2, k=1,
       causal=True, bottom_right=True, alibi=True),
@@ -277,6 +279,9 @@ def test_bad_config():
   for bad in (4, 12, -8, 16.0):
     with pytest.raises(ValueError, match="row_tree"):
       MosaicConfig(row_tree=bad)
+  for bad in (3, 128, -4, 8.0):
+    with pytest.raises(ValueError, match="reduce_ilp"):
+      MosaicConfig(reduce_ilp=bad)
 
 
 def test_config_default_row_tree_only_where_measured():
@@ -562,6 +567,9 @@ LOWERINGS = [  # (head dim, causal, config, extra masking)
     (128, True, None, "soft-cap"),
     (64, True, MosaicConfig(consumers=3), None),
     (64, False, MosaicConfig(consumers=3, overlap_softmax=True), None),
+    # the row max / sum by Mosaic GPU's reduction with more accumulators
+    (64, True, MosaicConfig(reduce_ilp=32), None),
+    (128, True, MosaicConfig(overlap_softmax=True, reduce_ilp=16), None),
     (128, True, None, "alibi"),  # persistent, softmax overlap
     (128, False, None, "alibi"),  # ALiBi's tiles across the diagonal
     (64, False, None, "alibi"),

@@ -67,6 +67,9 @@ class MosaicConfig:
       first combine the score tile's column halves element-wise (independent
       registers) down to c columns, then reduce those in Mosaic GPU's
       per-thread chain and lane shuffles (``forward._row_reduce``).
+    reduce_ilp: 0, or Mosaic GPU's ``acc_ilp`` for the row max and row sum
+      (``forward._row_reduce``): more independent accumulators a row
+      without ``row_tree``'s element-wise temporaries.  Experiment.
     alibi_fma_keys: the ALiBi key vector of a step (tiles on one side of the
       diagonal) by one FFMA a key (``forward.scaled_key_positions``)
       instead of an IADD3, an I2FP and an FMUL; not with a bias, nor at
@@ -83,6 +86,7 @@ class MosaicConfig:
   overlap_softmax: bool = False
   persistent: bool = False
   row_tree: int = 0
+  reduce_ilp: int = 0
   alibi_fma_keys: bool = True
   backward: "MosaicBackwardConfig | None" = None  # None: its table default
 
@@ -102,6 +106,10 @@ class MosaicConfig:
             and (self.row_tree == 0 or self.row_tree >= 8)):
       raise ValueError(f"row_tree={self.row_tree} must be 0 or a power of "
                        "two >= 8")
+    if not (isinstance(self.reduce_ilp, int) and 0 <= self.reduce_ilp <= 64
+            and self.reduce_ilp & (self.reduce_ilp - 1) == 0):
+      raise ValueError(f"reduce_ilp={self.reduce_ilp} must be 0 or a power "
+                       "of two <= 64")
     if self.consumers not in (2, 3):
       raise ValueError(f"consumers={self.consumers} must be 2 or 3")
     if self.consumers == 3 and self.persistent:
