@@ -9,6 +9,11 @@ the workload (or is not installed / not on this device); the harness then
 reports "did not run: <reason>".  Anything raised later (compile, run) is
 reported the same way.
 
+Score features (``--features``: ALiBi, dropout, a [1, N, T, S] bias): ours
+take all three; cuDNN, XLA and tokamax take the bias (differentiated: dbias)
+and raise ``NotImplementedError`` for ALiBi slopes and dropout, which their
+signatures lack; the other peers take none.
+
 Peers, with their signatures read from the installed sources:
 
 * ``cudnn`` / ``xla``: ``jax.nn.dot_product_attention(q, k, v, bias, mask, *,
@@ -86,7 +91,17 @@ class Impl:
 
 
 def _aux(x: wl.Inputs, **extra) -> dict[str, Any]:
-  return dict(seg=x.segment_ids, ql=x.q_lengths, kl=x.kv_lengths, **extra)
+  return dict(seg=x.segment_ids, ql=x.q_lengths, kl=x.kv_lengths,
+              alibi=x.alibi_slopes, drop=x.dropout_rng, bias=x.bias, **extra)
+
+
+def _refuse_features(w: wl.Workload, takes: tuple[str, ...] = ()):
+  """NotImplementedError for a score feature (``wl.FEATURES``) of cell
+  ``w`` that the implementation does not take (``takes``: those it does)."""
+  has = {"alibi": w.alibi, "dropout": w.dropout > 0, "bias": w.bias}
+  missing = [f for f, on in has.items() if on and f not in takes]
+  if missing:
+    raise NotImplementedError(f"no {' or '.join(missing)} argument")
 
 
 # ------------------------------------------------------------------ ours
@@ -103,9 +118,11 @@ def _ours(backend: str, deterministic: bool = True):
 
     def fn(q, k, v, aux):
       return flash_attention(
-          q, k, v, is_causal=w.causal, implementation=backend,
+          q, k, v, aux["bias"], is_causal=w.causal, implementation=backend,
           query_segment_ids=aux["seg"], query_seq_lengths=aux["ql"],
-          key_value_seq_lengths=aux["kl"], deterministic=deterministic)
+          key_value_seq_lengths=aux["kl"], deterministic=deterministic,
+          alibi_slopes=aux["alibi"], dropout_rate=w.dropout,
+          dropout_rng=aux["drop"])
     return fn, _aux(x)
   return build
 
@@ -117,10 +134,11 @@ def _jax_nn(implementation: str):
   def build(w: wl.Workload, x: wl.Inputs):
     if implementation == "cudnn" and not on_gpu():
       raise NotImplementedError("cuDNN needs an NVIDIA GPU")
+    _refuse_features(w, takes=("bias",))
 
     def fn(q, k, v, aux):
       return jax.nn.dot_product_attention(
-          q, k, v, mask=aux["mask"], is_causal=w.causal,
+          q, k, v, aux["bias"], mask=aux["mask"], is_causal=w.causal,
           query_seq_lengths=aux["ql"], key_value_seq_lengths=aux["kl"],
           implementation=implementation)
     return fn, _aux(x, mask=wl.dense_mask(x, w.causal))
@@ -132,6 +150,7 @@ def _jax_nn(implementation: str):
 
 def _jax_mha(w: wl.Workload, x: wl.Inputs):
   from jax.experimental.pallas.ops.gpu import attention as pallas_attention
+  _refuse_features(w)
   if w.kv_heads != w.heads:
     raise NotImplementedError(f"no GQA: needs num_kv_heads == num_heads, got "
                               f"K={w.kv_heads}, N={w.heads}")
@@ -162,6 +181,7 @@ def _mgpu_config(w: wl.Workload):
 def _jax_mgpu(w: wl.Workload, x: wl.Inputs):
   if not (on_gpu() and is_hopper()):
     raise NotImplementedError("Mosaic GPU FA3 needs a Hopper (sm90) GPU")
+  _refuse_features(w)
   if w.kind != "dense":
     raise NotImplementedError("no segment ids, lengths or masks other than causal")
   if w.head_dim % 64:
@@ -219,6 +239,7 @@ def _cudnn_fp8(w: wl.Workload, x: wl.Inputs):
     raise NotImplementedError("cuDNN fp8 attention needs a Hopper GPU")
   if w.kind != "dense":
     raise NotImplementedError("no segment ids or lengths (NO_MASK / CAUSAL)")
+  _refuse_features(w)
   fn, params = cudnn_fp8(w.causal, 1.0 / math.sqrt(w.head_dim))
   return (lambda q, k, v, aux: fn(q, k, v, aux["fp8"])), _aux(x, fp8=params)
 
@@ -234,10 +255,11 @@ def _tokamax(implementation: str):
       import tokamax
     except Exception as e:  # ImportError, or a missing dependency inside
       raise NotImplementedError(f"tokamax not importable ({type(e).__name__}: {e})") from e
+    _refuse_features(w, takes=("bias",))
 
     def fn(q, k, v, aux):
       return tokamax.dot_product_attention(
-          q, k, v, mask=aux["mask"], is_causal=w.causal,
+          q, k, v, aux["bias"], mask=aux["mask"], is_causal=w.causal,
           query_seq_lengths=aux["ql"], key_value_seq_lengths=aux["kl"],
           implementation=implementation)
     return fn, _aux(x, mask=wl.dense_mask(x, w.causal))

@@ -115,7 +115,7 @@ def paired_table(results, impl_names) -> str:
   """Our implementations against the best peer of each mode (by median, as
   in ``headline``): the median and quartiles of the per-rep time ratios
   peer / ours (> 1: ours faster), each rep's bursts taken in one pass over
-  the cell (``run._time_cell``)."""
+  the cell (``run._time_cells``)."""
   ours = [n for n in impl_names if peers_lib.IMPLS[n].ours]
   labels = list(dict.fromkeys(r["label"] for r in results))
   by = {(r["label"], r["impl"]): r for r in results}
@@ -137,6 +137,31 @@ def paired_table(results, impl_names) -> str:
                      + (f" ({left_out} reps <= 0 left out)" if left_out else ""))
       out.append(f"| {l} | {n} | " + " | ".join(cells) + " |")
   return "\n".join(out)
+
+
+def features_table(results, impl_names) -> str:
+  """``--features``: each of our implementations on a cell with a score
+  feature against itself on the same cell without it (the two cells are
+  timed together: the median and quartiles of the per-rep time ratios
+  without / with, ``paired_plain``), forward and forward + backward, and
+  against the best peer that takes the feature (fwd+bwd, paired).  Issue
+  50's goals: ALiBi >= 0.98, dropout >= 0.95, a bias >= 0.8 of no-feature
+  fwd+bwd and >= 1.5x cuDNN's with the same bias."""
+  ours = [n for n in impl_names if peers_lib.IMPLS[n].ours]
+  q = lambda t: f"{t[1]:.3f} [{t[0]:.3f}, {t[2]:.3f}]"
+  out = ["| workload | impl | fwd / no feature | fwd+bwd / no feature | "
+         "fwd+bwd / best peer with it |", "|---|---|---|---|---|"]
+  for r in results:
+    if r["impl"] not in ours or not r.get("plain_label"):
+      continue
+    plain = r.get("paired_plain", {})
+    cells = [q(plain[m]) if m in plain else "-" for m in ("fwd", "fwdbwd")]
+    rs = [p for p in results if p["label"] == r["label"]]
+    _, best_name = _best_peer(rs, "fwdbwd")
+    vs = r.get("paired", {}).get(best_name, {}).get("fwdbwd")
+    cells.append(f"{q(vs)} {best_name}" if vs else "-")
+    out.append(f"| {r['label']} | {r['impl']} | " + " | ".join(cells) + " |")
+  return "\n".join(out) if len(out) > 2 else ""
 
 
 def _short(status: str) -> str:
@@ -403,8 +428,15 @@ def write_report(out_dir, env, command, results, mem_rows, impl_names, modes,
   md += ["## Our kernels against the best peer", "", headline(results, impl_names), "",
          "Per-rep paired time ratios, best peer / ours, median [q25, q75] (drift "
          "slower than one pass over the cell cancels in them):", "",
-         paired_table(results, impl_names), "",
-         "## Which implementations ran", "", reasons(results, mem_rows), "",
+         paired_table(results, impl_names), ""]
+  feats = features_table(results, impl_names)
+  if feats:
+    md += ["## Score features", "", "Ours with ALiBi, dropout or a bias against "
+           "ours on the same cell without it, and against the best peer that "
+           "takes the feature: per-rep time ratios (the cell and its feature "
+           "cells are timed together), median [q25, q75]; < 1: slower.", "",
+           feats, ""]
+  md += ["## Which implementations ran", "", reasons(results, mem_rows), "",
          "## Tables", "", table, "",
          "## Compile time of the first call (s, forward / forward+backward; trace + lower + compile)",
          "", compile_table(results, impl_names), "",

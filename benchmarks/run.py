@@ -27,6 +27,12 @@ For every workload (``benchmarks.workloads``) and every implementation
    output + temp - alias bytes: what XLA allocates for the step, known before
    it runs, so cells that would not fit are reported instead of run).
 
+With ``--features alibi dropout bias`` each convention cell is followed by
+the same cell with that score feature (``workloads.with_feature``); a cell
+and its feature cells are compiled, checked and timed as one group
+(``cell_groups``), so ours with a feature against ours without it is a
+paired ratio too (``paired_plain``; the report's "Score features").
+
 Then a memory sweep (fwd+bwd compiled, not run, T up to 128k) and the
 outputs in ``--out``: ``results.json``, ``table.md``, ``RESULTS.md``,
 ``tflops.png``, ``memory.png``.
@@ -97,6 +103,12 @@ def parse_args(argv=None):
                  choices=tuple(peers_lib.IMPLS))
   p.add_argument("--only", choices=("fwd", "all"), default="all",
                  help="'fwd' times the forward only")
+  p.add_argument("--features", nargs="+", choices=tuple(wl.FEATURES),
+                 default=(),
+                 help="also run each convention cell with ALiBi, dropout 0.1 "
+                      "and / or a [1, N, T, S] bias, right after the cell "
+                      "itself: the table 'Score features' gives ours with "
+                      "the feature / ours without it (issue 50)")
   p.add_argument("--memory-seqlens", nargs="+", type=int, default=None)
   p.add_argument("--xla-max-seqlen", type=int, default=16384,
                  help="do not time the O(T^2) XLA path above this T")
@@ -152,6 +164,9 @@ def select_workloads(args, smoke: bool):
   cells += [w for w in real if w.name in groups]
   if args.match:
     cells = [w for w in cells if any(m in w.label for m in args.match)]
+  cells = [c for w in cells for c in (
+      [w] + [wl.with_feature(w, f) for f in args.features
+             if w.name == "convention" and w.dtype != "float8_e4m3fn"])]
   # The first dtype's cells first, so a time budget cuts the other dtype.
   cells.sort(key=lambda w: w.dtype != dtypes[0])
   mem = mem if "memory" in groups else []
@@ -178,11 +193,14 @@ class Reference:
   """float32 reference on batch 0, kv head 0 and its query heads, full T;
   or with ``tail`` only the last ``tail`` query rows against every key (the
   XLA reference's [T, S] scores do not fit at T = 128k): out and dQ of those
-  rows are checked, dK and dV (sums over every row) are not."""
+  rows are checked, dK and dV (sums over every row) are not.  With a bias
+  ([1, N, T, S], ``--features bias``) every batch row, so that dbias (a sum
+  over them) is checked too."""
 
   def __init__(self, w: wl.Workload, x: wl.Inputs, tail: int | None = None):
     self.w, self.x, self.tail = w, x, tail
     self.group = w.heads // w.kv_heads
+    self.rows = slice(None) if x.bias is not None else slice(0, 1)
     self._cache = {}
     t = w.seqlen
     if x.q_lengths is not None:
@@ -194,10 +212,11 @@ class Reference:
       self.q_rows = self.kv_rows = None
 
   def slice_q(self, a):
-    return a[:1, -self.tail:, :self.group] if self.tail else a[:1, :, :self.group]
+    b = self.rows
+    return a[b, -self.tail:, :self.group] if self.tail else a[b, :, :self.group]
 
   def slice_kv(self, a):
-    return a[:1, :, :1]
+    return a[self.rows, :, :1]
 
   def get(self, scale: float):
     if scale not in self._cache:
@@ -207,27 +226,45 @@ class Reference:
       ql = None if x.q_lengths is None else x.q_lengths[:1]
       kl = None if x.kv_lengths is None else x.kv_lengths[:1]
 
+      # The features of the sliced heads: ALiBi's slopes and the bias's
+      # heads [0, group); the dropout bits hash the (batch row, head) index,
+      # which the slice keeps.
+      slopes = None if x.alibi_slopes is None else x.alibi_slopes[:self.group]
+
       @jax.jit
-      def ref(q, k, v, do):
-        f = lambda q, k, v: flash_attention(
-            q, k, v, scale=scale, is_causal=w.causal, implementation="xla",
+      def ref(q, k, v, do, bias):
+        f = lambda q, k, v, bias: flash_attention(
+            q, k, v, bias, scale=scale, is_causal=w.causal,
+            implementation="xla",
             # the tail rows keep their diagonal against all S keys
             causal_alignment="bottom_right" if self.tail else "top_left",
             query_segment_ids=seg, query_seq_lengths=ql,
-            key_value_seq_lengths=kl)
-        out, vjp = jax.vjp(f, q, k, v)
-        return (out,) + tuple(vjp(do))
+            key_value_seq_lengths=kl, alibi_slopes=slopes,
+            dropout_rate=w.dropout, dropout_rng=x.dropout_rng)
+        out, vjp = jax.vjp(f, q, k, v, bias)
+        grads = vjp(do)
+        return (out,) + tuple(grads[:3]) + (() if bias is None
+                                            else (grads[3],))
 
       f32 = lambda a: a.astype(jnp.float32)
       self._cache[scale] = jax.block_until_ready(ref(
           f32(self.slice_q(x.q)), f32(self.slice_kv(x.k)),
-          f32(self.slice_kv(x.v)), f32(self.slice_q(x.do))))
+          f32(self.slice_kv(x.v)), f32(self.slice_q(x.do)),
+          None if x.bias is None else f32(self.slice_bias(x.bias))))
     return self._cache[scale]
+
+  def slice_bias(self, a):  # [1, N, T, S] -> the reference's heads and rows
+    return a[:, :self.group, -self.tail:] if self.tail else a[:, :self.group]
 
 
 def _make_fwdbwd(fn):
+  """(out, dq, dk, dv), and dbias where ``aux`` has a bias."""
   def fwdbwd(q, k, v, aux, do):
-    out, vjp = jax.vjp(lambda q, k, v: fn(q, k, v, aux), q, k, v)
+    if aux.get("bias") is None:
+      out, vjp = jax.vjp(lambda q, k, v: fn(q, k, v, aux), q, k, v)
+    else:
+      out, vjp = jax.vjp(lambda q, k, v, b: fn(q, k, v, {**aux, "bias": b}),
+                         q, k, v, aux["bias"])
     return (out,) + tuple(vjp(do))
   return fwdbwd
 
@@ -239,24 +276,52 @@ def _make_fwdbwd(fn):
 _MEMORY_SWEEP_OPTIONS = {"xla_gpu_autotune_level": 0}
 
 
-def bench_cell(w: wl.Workload, impls, args, settings, log) -> list[dict]:
-  """Every implementation on one cell: build, compile and check each (steps
-  1-2 of the module docstring), then time all of them together (step 3)."""
-  x = wl.make_inputs(w)
-  # Beyond --xla-max-seqlen the reference checks the last query rows only.
-  tail = min(2048, w.seqlen // 4) if w.seqlen > args.xla_max_seqlen else None
-  ref = None if args.no_check else Reference(w, x, tail)
-  calls = {}  # (impl name, "fwd" | "fwdbwd"): (checked executable, args)
-  results = []
-  for impl in impls:
-    r = dict(impl=impl.name, ours=impl.ours, label=w.label,
-             workload=dataclasses.asdict(w), visible_pairs=x.visible_pairs,
-             status_fwd="not run", status_bwd="not run")
-    results.append(r)
-    t_cell = time.perf_counter()
-    calls.update(_compile_and_check(impl, w, x, ref, r, args, settings, log))
-    r["prepare_s"] = time.perf_counter() - t_cell
-  _time_cell(w, x, results, calls, settings)
+def cell_groups(cells: list[wl.Workload]) -> list[list[wl.Workload]]:
+  """The cells in timing groups: a cell and the score-feature cells that
+  follow it (``--features``) are timed together, so that a feature's cost
+  is a paired ratio like a peer's; every other cell alone."""
+  groups = []
+  for w in cells:
+    if (w.features and groups
+        and groups[-1][0].label == wl.without_features(w).label):
+      groups[-1].append(w)
+    else:
+      groups.append([w])
+  return groups
+
+
+def bench_cells(cells: list[wl.Workload], impls, args, settings,
+                log) -> list[dict]:
+  """Every implementation on each cell of one group (``cell_groups``):
+  build, compile and check each (steps 1-2 of the module docstring), then
+  time all of them, every cell of the group, together (step 3)."""
+  calls = {}  # (label, impl name, "fwd" | "fwdbwd"): (executable, args)
+  per_cell, results = [], []
+  for w in cells:
+    if len(cells) > 1:
+      log(f"  {w.label}")
+    x = wl.make_inputs(w)
+    # Beyond --xla-max-seqlen the reference checks the last query rows only.
+    tail = min(2048, w.seqlen // 4) if w.seqlen > args.xla_max_seqlen else None
+    # (a tail's rows would draw other dropout bits: such cells go unchecked)
+    ref = (None if args.no_check or (tail and w.dropout)
+           else Reference(w, x, tail))
+    rs = []
+    for impl in impls:
+      r = dict(impl=impl.name, ours=impl.ours, label=w.label,
+               workload=dataclasses.asdict(w), visible_pairs=x.visible_pairs,
+               status_fwd="not run", status_bwd="not run")
+      if w.features:  # the cell this one's feature cost is measured against
+        r["plain_label"] = wl.without_features(w).label
+      rs.append(r)
+      t_cell = time.perf_counter()
+      for (name, mode), call in _compile_and_check(
+          impl, w, x, ref, r, args, settings, log).items():
+        calls[(w.label, name, mode)] = call
+      r["prepare_s"] = time.perf_counter() - t_cell
+    per_cell.append((w, x, rs))
+    results += rs
+  _time_cells(per_cell, calls, settings)
   for r in results:
     log("  " + _summary_line(r) + f"   [{r.pop('prepare_s'):.1f}s to compile and check]")
   return results
@@ -265,7 +330,7 @@ def bench_cell(w: wl.Workload, impls, args, settings, log) -> list[dict]:
 def _compile_and_check(impl, w, x, ref, r, args, settings, log) -> dict:
   """Build ``impl`` on cell ``w``, compile its forward and its fwd+bwd, run
   each once and check it against ``ref``; the statuses go into ``r``.
-  Returns the entries that passed, for ``_time_cell``."""
+  Returns the entries that passed, for ``_time_cells``."""
   fwd_tol, bwd_tol = FWD_TOL[w.dtype], BWD_TOL.get(w.dtype)
   calls = {}
   try:
@@ -323,12 +388,14 @@ def _compile_and_check(impl, w, x, ref, r, args, settings, log) -> dict:
     cb = compile_fits(_make_fwdbwd(fn), "fwdbwd", *bargs)
     outs = jax.block_until_ready(cb(*bargs))
     if ref is not None:
-      _, dq_r, dk_r, dv_r = ref.get(scale)
+      _, dq_r, dk_r, dv_r, *dbias_r = ref.get(scale)
       errs = dict(dq=rel_err(ref.slice_q(outs[1]), dq_r, ref.q_rows))
       if not ref.tail:  # (a tail's dK / dV miss the other rows' terms)
         errs.update(
             dk=rel_err(ref.slice_kv(outs[2]), dk_r, ref.kv_rows),
             dv=rel_err(ref.slice_kv(outs[3]), dv_r, ref.kv_rows))
+        if dbias_r:  # (the bias cells' reference takes every batch row)
+          errs["dbias"] = rel_err(ref.slice_bias(outs[4]), dbias_r[0])
       r["err_bwd"] = max(errs.values())
       r["err_bwd_parts"] = errs
       bad = {k: v for k, v in errs.items() if not v <= bwd_tol}
@@ -343,66 +410,84 @@ def _compile_and_check(impl, w, x, ref, r, args, settings, log) -> dict:
   return calls
 
 
-def _time_cell(w, x, results, calls, settings):
-  """Step 3: every checked executable of the cell, every implementation's
-  forward and fwd+bwd, timed in one ``timing.interleaved_samples`` run (each
-  rep one burst of each, in a fresh random order), so that the ratios of one
-  rep compare calls of one pass over the cell.  Per implementation: medians,
-  TFLOP/s, the per-rep samples; for ours, ``paired[peer][mode]`` = (q25,
-  q50, q75) of the per-rep time ratios peer / ours (> 1: ours faster), the
-  backward's per rep being fwd+bwd minus fwd of the same rep (a rep where
-  that is <= 0 is left out and counted in ``paired_dropped``)."""
+def _paired(per_rep, a_key, b_key):
+  """({mode: (q25, q50, q75) of the per-rep time ratios a / b}, {mode: reps
+  left out}) over ``report.MODES``; keys (label, impl) into ``per_rep``."""
+  ratios, dropped = {}, {}
+  for mode in report.MODES:
+    a, b = per_rep.get((*a_key, mode)), per_rep.get((*b_key, mode))
+    if a is None or b is None:
+      continue
+    keep = (a > 0) & (b > 0)  # (a backward of one rep can read <= 0)
+    if keep.any():
+      ratios[mode] = timing.paired_ratio(a[keep], b[keep])
+    if not keep.all():
+      dropped[mode] = int((~keep).sum())
+  return ratios, dropped
+
+
+def _time_cells(per_cell, calls, settings):
+  """Step 3: every checked executable of a group of cells (``per_cell``:
+  (workload, inputs, results) each), every implementation's forward and
+  fwd+bwd, timed in one ``timing.interleaved_samples`` run (each rep one
+  burst of each, in a fresh random order), so that the ratios of one rep
+  compare calls of one pass over the group.  Per implementation and cell:
+  medians, TFLOP/s, the per-rep samples; for ours, ``paired[peer][mode]`` =
+  (q25, q50, q75) of the per-rep time ratios peer / ours on the cell (> 1:
+  ours faster), the backward's per rep being fwd+bwd minus fwd of the same
+  rep (a rep where that is <= 0 is left out and counted in
+  ``paired_dropped``); on a score-feature cell, ``paired_plain[mode]``: the
+  per-rep time ratios ours without the feature / ours with it (< 1: the
+  feature costs)."""
   if not calls:
     return
   samples, bursts = timing.interleaved_samples(calls, settings["reps"],
                                                settings["sample_s"])
   per_rep = {key: np.asarray(xs) for key, xs in samples.items()}
-  flops = lambda mode: wl.flops(w, x.visible_pairs, mode)
-  for r in results:
-    name = r["impl"]
-    for mode in ("fwd", "fwdbwd"):
-      if (name, mode) in samples:
-        xs = samples[(name, mode)]
-        med, spread = timing.summarise(xs)
-        r.update({f"t_{mode}_s": med, f"spread_{mode}": spread,
-                  f"samples_{mode}_s": xs,
-                  f"calls_per_sample_{mode}": bursts[(name, mode)],
-                  f"tflops_{mode}": flops(mode) / med / 1e12})
-    if (name, "fwd") in samples:
-      r["status_fwd"] = "ok"
-    if (name, "fwdbwd") not in samples:
-      continue
-    if r["status_fwd"] != "ok":
-      r["status_bwd"] = "fwd+bwd only (forward did not run alone)"
-      continue
-    t_bwd = r["t_fwdbwd_s"] - r["t_fwd_s"]
-    r["t_bwd_s"] = t_bwd
-    per_rep[(name, "bwd")] = per_rep[(name, "fwdbwd")] - per_rep[(name, "fwd")]
-    if t_bwd > 0:
-      r["tflops_bwd"] = flops("bwd") / t_bwd / 1e12
-      r["status_bwd"] = "ok"
-    else:
-      r["status_bwd"] = "ok (fwd+bwd <= fwd: noise)"
-  for r in results:
-    if not r["ours"]:
-      continue
-    for p in results:
-      if p["ours"]:
+  for w, x, results in per_cell:
+    flops = lambda mode: wl.flops(w, x.visible_pairs, mode)
+    for r in results:
+      key = lambda mode: (w.label, r["impl"], mode)
+      for mode in ("fwd", "fwdbwd"):
+        if key(mode) in samples:
+          xs = samples[key(mode)]
+          med, spread = timing.summarise(xs)
+          r.update({f"t_{mode}_s": med, f"spread_{mode}": spread,
+                    f"samples_{mode}_s": xs,
+                    f"calls_per_sample_{mode}": bursts[key(mode)],
+                    f"tflops_{mode}": flops(mode) / med / 1e12})
+      if key("fwd") in samples:
+        r["status_fwd"] = "ok"
+      if key("fwdbwd") not in samples:
         continue
-      ratios, dropped = {}, {}
-      for mode in report.MODES:
-        a, b = per_rep.get((p["impl"], mode)), per_rep.get((r["impl"], mode))
-        if a is None or b is None:
+      if r["status_fwd"] != "ok":
+        r["status_bwd"] = "fwd+bwd only (forward did not run alone)"
+        continue
+      t_bwd = r["t_fwdbwd_s"] - r["t_fwd_s"]
+      r["t_bwd_s"] = t_bwd
+      per_rep[key("bwd")] = per_rep[key("fwdbwd")] - per_rep[key("fwd")]
+      if t_bwd > 0:
+        r["tflops_bwd"] = flops("bwd") / t_bwd / 1e12
+        r["status_bwd"] = "ok"
+      else:
+        r["status_bwd"] = "ok (fwd+bwd <= fwd: noise)"
+    for r in results:
+      if not r["ours"]:
+        continue
+      for p in results:
+        if p["ours"]:
           continue
-        keep = (a > 0) & (b > 0)  # (a backward of one rep can read <= 0)
-        if keep.any():
-          ratios[mode] = timing.paired_ratio(a[keep], b[keep])
-        if not keep.all():
-          dropped[mode] = int((~keep).sum())
-      if ratios:
-        r.setdefault("paired", {})[p["impl"]] = ratios
-      if dropped:  # reps left out of a ratio (report.paired_table says so)
-        r.setdefault("paired_dropped", {})[p["impl"]] = dropped
+        ratios, dropped = _paired(per_rep, (w.label, p["impl"]),
+                                  (w.label, r["impl"]))
+        if ratios:
+          r.setdefault("paired", {})[p["impl"]] = ratios
+        if dropped:  # reps left out of a ratio (report.paired_table says so)
+          r.setdefault("paired_dropped", {})[p["impl"]] = dropped
+      if r.get("plain_label"):
+        ratios, _ = _paired(per_rep, (r["plain_label"], r["impl"]),
+                            (w.label, r["impl"]))
+        if ratios:
+          r["paired_plain"] = ratios
 
 
 def _summary_line(r) -> str:
@@ -497,15 +582,19 @@ def main(argv=None) -> int:
   results, mem_rows = [], []
   t_start = time.perf_counter()
   try:
-    for i, w in enumerate(cells):
+    groups = cell_groups(cells)
+    for i, group in enumerate(groups):
       elapsed = time.perf_counter() - t_start
       if time_budget is not None and elapsed > time_budget:
-        notes.append(f"time budget {time_budget:.0f}s spent: {len(cells) - i} "
-                     "cells not run: " + "; ".join(c.label for c in cells[i:]))
+        left = [c.label for g in groups[i:] for c in g]
+        notes.append(f"time budget {time_budget:.0f}s spent: {len(left)} "
+                     "cells not run: " + "; ".join(left))
         log(notes[-1])
         break
-      log(f"[{i + 1}/{len(cells)}] {w.label}  ({elapsed:.0f}s)")
-      results += bench_cell(w, impls, args, settings, log)
+      log(f"[{i + 1}/{len(groups)}] {group[0].label}"
+          + (f" and {len(group) - 1} feature cells" if len(group) > 1 else "")
+          + f"  ({elapsed:.0f}s)")
+      results += bench_cells(group, impls, args, settings, log)
       report.write_report(out_dir, env, command, results, mem_rows, names, modes,
                    smoke, settings | dict(no_plots=True), notes)
     if mem:
@@ -523,6 +612,11 @@ def main(argv=None) -> int:
   log(report.headline(results, names))
   log("Per-rep paired time ratios, best peer / ours, median [q25, q75]:")
   log(report.paired_table(results, names))
+  feats = report.features_table(results, names)
+  if feats:
+    log("Score features, ours with the feature against ours without it and "
+        "the best peer with it, per-rep time ratios, median [q25, q75]:")
+    log(feats)
   log("")
   log(report.reasons(results, mem_rows))
   log(f"\nwrote {out_dir}/RESULTS.md, table.md, results.json"

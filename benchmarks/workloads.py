@@ -77,6 +77,9 @@ class Workload:
   dense_mask: str | None = None
   alibi: bool = False  # ALiBi with Press et al.'s slopes 2^(-8 i / N)
   dropout: float = 0.0  # dropout_rate (dropout_rng: a key of the seed)
+  # a [1, N, T, S] additive bias, normal x 0.5, in dtype: the benchmark
+  # cells' (``make_inputs``); tests pass a bias as an argument of their own
+  bias: bool = False
   deterministic: bool = True  # flash_attention's deterministic (backward)
   config: Any = None  # backend tuning (TritonConfig / MosaicConfig / ...)
 
@@ -132,24 +135,32 @@ class Workload:
     return q, k, v, kw
 
   @property
+  def features(self) -> str:
+    """The score features of a benchmark cell (``with_feature``), as its
+    label's suffix: "" for none, else e.g. " +alibi"."""
+    return ((" +alibi" if self.alibi else "")
+            + (f" +dropout{self.dropout:g}" if self.dropout else "")
+            + (" +bias" if self.bias else ""))
+
+  @property
   def label(self) -> str:
     c = "C" if self.causal else "N"
     gqa = f" N{self.heads}/K{self.kv_heads}" if self.kv_heads != self.heads else ""
     dt = _SHORT.get(self.dtype, self.dtype)
     return (f"{self.name} {dt} d{self.head_dim} S{_k(self.seqlen)} {c}"
-            f" B{self.batch}{gqa}")
+            f" B{self.batch}{gqa}{self.features}")
 
   @property
   def config_key(self) -> tuple:
     """What a TFLOP/s-vs-seqlen curve holds fixed."""
     return (self.name, self.dtype, self.head_dim, self.causal, self.kind,
-            self.heads, self.kv_heads)
+            self.heads, self.kv_heads, self.features)
 
   @property
   def config_label(self) -> str:
     dt = _SHORT.get(self.dtype, self.dtype)
     c = "causal" if self.causal else "non-causal"
-    return f"{self.name} {dt} d{self.head_dim} {c}"
+    return f"{self.name} {dt} d{self.head_dim} {c}{self.features}"
 
 
 def _k(n: int) -> str:
@@ -204,6 +215,24 @@ def long_context(*, seqlen: int = 131072, heads: int = 16,
                    dtype=dtype) for dtype in dtypes]
 
 
+# The score features of ``python -m benchmarks.run --features`` (issue 50:
+# each against the same cell without it, in the same run).
+FEATURES = {"alibi": dict(alibi=True), "dropout": dict(dropout=0.1),
+            "bias": dict(bias=True)}
+
+
+def with_feature(w: Workload, feature: str) -> Workload:
+  """Cell ``w`` with one score feature of ``FEATURES`` (its label gains the
+  feature's suffix, ``Workload.features``)."""
+  return dataclasses.replace(w, **FEATURES[feature])
+
+
+def without_features(w: Workload) -> Workload:
+  """Cell ``w`` without ALiBi, dropout or a bias: the cell a feature's cost
+  is measured against."""
+  return dataclasses.replace(w, alibi=False, dropout=0.0, bias=False)
+
+
 def memory_sweep(*, seqlens=(1024, 4096, 16384, 32768, 65536, 131072),
                  head_dim=128, heads=16, dtype="bfloat16",
                  causal=False) -> list[Workload]:
@@ -229,11 +258,19 @@ class Inputs:
   q_lengths: jax.Array | None = None  # [B] int32 (padded)
   kv_lengths: jax.Array | None = None  # [B] int32 (padded)
   visible_pairs: float = 0.0  # visible (query, key) pairs summed over B
+  alibi_slopes: jax.Array | None = None  # [N] float32 (``alibi``)
+  dropout_rng: jax.Array | None = None  # a PRNG key (``dropout``)
+  bias: jax.Array | None = None  # [1, N, T, S] in the dtype (``bias``)
 
 
 def alibi_slopes(n: int) -> jax.Array:
   """ALiBi's slopes for n heads, 2^(-8 i / n), i = 1 .. n (Press et al.)."""
   return 2.0 ** (-8.0 * jnp.arange(1, n + 1, dtype=jnp.float32) / n)
+
+
+def head_bias(key, n: int, t: int, s: int, dtype) -> jax.Array:
+  """A [1, N, T, S] additive bias (normal x 0.5), the ``bias`` cells'."""
+  return (0.5 * jax.random.normal(key, (1, n, t, s), jnp.float32)).astype(dtype)
 
 
 def packed_segment_ids(batch: int, seqlen: int, seed: int) -> np.ndarray:
@@ -334,8 +371,13 @@ def make_inputs(w: Workload) -> Inputs:
     do = jnp.where(row_valid[:, :, None, None], do, jnp.zeros_like(do))
   else:
     pairs = visible_pairs(w)
+  kf = jax.random.fold_in(key, 5)  # the features' arrays
+  slopes = alibi_slopes(n) if w.alibi else None
+  drop = jax.random.fold_in(kf, 1) if w.dropout else None
+  bias = head_bias(jax.random.fold_in(kf, 2), n, t, t, dtype) if w.bias else None
   return Inputs(q=q, k=k, v=v, do=do, segment_ids=seg, q_lengths=ql,
-                kv_lengths=kl, visible_pairs=pairs)
+                kv_lengths=kl, visible_pairs=pairs, alibi_slopes=slopes,
+                dropout_rng=drop, bias=bias)
 
 
 def dense_mask(inputs: Inputs, causal: bool) -> jax.Array | None:
@@ -363,4 +405,5 @@ def describe_convention() -> str:
 
 
 __all__ = ["Workload", "Inputs", "convention", "real_models", "memory_sweep",
-           "make_inputs", "flops", "visible_pairs", "dense_mask"]
+           "make_inputs", "flops", "visible_pairs", "dense_mask", "FEATURES",
+           "with_feature", "without_features"]

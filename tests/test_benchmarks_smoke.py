@@ -350,6 +350,25 @@ def test_kernel_profile_summarises_phases_and_gaps(monkeypatch):
     kernel_profile.main(["--cell", "d128-4k-N"])
 
 
+def test_kernel_profile_overlaps_of_softmaxes():
+  """tools.kernel_profile.overlaps: the share of each softmax during which
+  another track on the same SM was in its softmax or a GEMM phase; a track
+  on another SM does not count."""
+  from tools import kernel_profile
+  ev = lambda name, t0, t1, pid, tid: [
+      dict(name=name, ph="B", ts=t0, pid=pid, tid=tid),
+      dict(name=name, ph="E", ts=t1, pid=pid, tid=tid)]
+  events = (ev("softmax", 0.0, 2.0, 1, 1)  # 2000 cycles
+            + ev("S", 0.0, 0.5, 1, 2) + ev("softmax", 1.5, 3.0, 1, 2)
+            + ev("PV", 0.5, 1.0, 1, 2)
+            + ev("softmax", 0.0, 2.0, 2, 3))  # another SM: alone
+  shares = kernel_profile.overlaps(events)
+  # track 1: the other's softmax 1.5-2.0 (25%), its S and PV 0-1.0 (50%);
+  # track 2: track 1's softmax over 1.5-2.0 of 1.5-3.0 (1/3); track 3: 0
+  assert sorted(shares["softmax"]) == pytest.approx([0.0, 0.25, 1 / 3])
+  assert sorted(shares["GEMMs"]) == pytest.approx([0.0, 0.0, 0.5])
+
+
 def test_kernel_profile_halves_heads_until_the_trace_fits(monkeypatch,
                                                           tmp_path):
   """kernel_profile.profile: the profiler's "Insufficient space" (a
@@ -543,3 +562,37 @@ def test_mosaic_bench_fp8_checks_times_and_skips(monkeypatch):
   assert "| d128 S256 C fp8 | block_kv=64 | - |" in table
   assert "skipped: bk256s3h4MP needs 247296 bytes" in table
   assert "wrong: rel err vs f32" in table
+
+
+def test_score_features_against_the_same_cell(tmp_path):
+  """``--features``: each convention cell again with ALiBi, dropout and a
+  [1, N, T, S] bias, checked against the reference (dbias too), peers
+  without the argument reported as not run, timed together with the cell,
+  and ours with each feature against ours without it (paired) in the
+  report's "Score features" table."""
+  out = tmp_path / "bench"
+  rc = run.main(["--smoke", "--impls", "ours-triton", "xla", "--workloads",
+                 "convention", "--seqlens", "128", "--causal", "no",
+                 "--features", "alibi", "dropout", "bias", "--reps", "2",
+                 "--no-plots", "--time-budget", "1e9", "--out", str(out)])
+  assert rc == 0
+  data = json.loads((out / "results.json").read_text())
+  by = {(r["label"], r["impl"]): r for r in data["results"]}
+  plain = "convention bf16 d32 S128 N B2"
+  for suffix in (" +alibi", " +dropout0.1", " +bias"):
+    ours = by[(plain + suffix, "ours-triton")]
+    assert ours["status_fwd"] == "ok", ours["status_fwd"]
+    assert str(ours["status_bwd"]).startswith("ok"), ours["status_bwd"]
+    assert ours["plain_label"] == plain
+    # timed with the cell itself: per-rep ratios without / with the feature
+    assert set(ours["paired_plain"]) >= {"fwd", "fwdbwd"}
+    assert ours["err_fwd"] < run.FWD_TOL["bfloat16"]
+  assert "dbias" in by[(plain + " +bias", "ours-triton")]["err_bwd_parts"]
+  assert by[(plain + " +bias", "xla")]["status_fwd"] == "ok"  # takes a bias
+  for suffix, name in ((" +alibi", "alibi"), (" +dropout0.1", "dropout")):
+    assert by[(plain + suffix, "xla")]["status_fwd"] == (
+        f"did not run: NotImplementedError: no {name} argument")
+  report = (out / "RESULTS.md").read_text()
+  section = report[report.index("## Score features"):]
+  for suffix in (" +alibi", " +dropout0.1", " +bias"):
+    assert f"| {plain}{suffix} | ours-triton | " in section

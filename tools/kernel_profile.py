@@ -11,7 +11,12 @@ overlap "S" (issue and wait), "softmax", "V wait", "turn", "PV"; with it "K V
 wait", "turn", "GEMMs and softmax" holding "S wait" and "softmax", and "pack
 P" (fp8), the count, median and mean cycles and the share of the warpgroups'
 time; then the median gap between consecutive top-level phases, where the
-unnamed work goes (slot releases, O's rescale).
+unnamed work goes (slot releases, O's rescale); then how much of each
+softmax another warpgroup on the same SM spent in its own softmax (the two
+contend for the sub-partitions' MUFU) or in its GEMM phases (the overlap
+that FA3's ping-pong aims at).  Warpgroups are aligned by the profiler's
+per-warpgroup start stamp (%globaltimer, ns) plus their %clock cycles, so
+the overlaps hold to about the timer's resolution.
 
 The events live in shared memory (16 bytes per phase per warpgroup beside
 the kernel's own buffers) until the kernel ends, so keep the run small: one
@@ -73,6 +78,47 @@ def summarise(events: list[dict]) -> dict:
       gaps[f"{a} -> {b}"].append(start - end)
   return dict(phases=dict(phases), gaps=dict(gaps), tracks=len(spans),
               span=statistics.mean(spans) if spans else 0.0)
+
+
+def overlaps(events: list[dict], phase: str = "softmax",
+             others: dict[str, tuple[str, ...]] | None = None) -> dict:
+  """{label: [fraction, ...]}: for every ``phase`` interval of a track, the
+  share of its cycles during which another track on the same SM (``pid``)
+  was inside any phase of ``others[label]`` (default: the same phase, and
+  the GEMM phases "S", "PV", "GEMMs and softmax").  ts as in
+  ``summarise``."""
+  others = others or {phase: (phase,), "GEMMs": ("S", "PV",
+                                                  "GEMMs and softmax")}
+  spans = collections.defaultdict(list)  # (pid, tid) -> (t0, t1, name)
+  opened = collections.defaultdict(list)
+  for e in events:
+    key, t = (e["pid"], e["tid"]), e["ts"] * 1e3
+    if e["ph"] == "B":
+      opened[key].append((e["name"], t))
+    else:
+      name, t0 = opened[key].pop()
+      spans[key].append((t0, t, name))
+
+  def covered(t0, t1, intervals):  # cycles of [t0, t1] inside the union
+    total, end = 0.0, t0
+    for a, b in sorted(intervals):
+      a, b = max(a, end), min(b, t1)
+      if b > a:
+        total += b - a
+        end = b
+    return total
+
+  out = {label: [] for label in others}
+  for (pid, tid), mine in spans.items():
+    rest = [iv for (p, t), ivs in spans.items() if p == pid and t != tid
+            for iv in ivs]
+    for t0, t1, name in mine:
+      if name != phase or t1 <= t0:
+        continue
+      for label, names in others.items():
+        ivs = [(a, b) for a, b, n in rest if n in names and b > t0 and a < t1]
+        out[label].append(covered(t0, t1, ivs) / (t1 - t0))
+  return out
 
 
 def table(summary: dict) -> str:
@@ -199,6 +245,14 @@ def main(argv=None):
         f"{summary['tracks']} warpgroups, mean span "
         f"{summary['span']:.0f} cycles\n")
   print(table(summary))
+  with open(trace) as f:
+    shares = overlaps(json.load(f)["traceEvents"])
+  print("\n| a softmax's cycles while another warpgroup on its SM was in | "
+        "count | median | mean |\n|---|---|---|---|")
+  for label, xs in shares.items():
+    if xs:
+      print(f"| {label} | {len(xs)} | {statistics.median(xs):.0%} | "
+            f"{statistics.mean(xs):.0%} |")
 
 
 if __name__ == "__main__":

@@ -468,8 +468,9 @@ def scaled_key_positions(slope, start, n: int):
     u = arith_dialect.mulf(s, arith_dialect.sitofp(f32, k))
     regs = np.empty(layout.registers_shape((n,)), object)
     for idx in np.ndindex(regs.shape):
-      vals = [math_dialect.fma(s, arith_dialect.constant(f32, float(8 * idx[0] + e)), u)
-              for e in (0, 1)]
+      keys = (float(8 * idx[0] + e) for e in (0, 1))  # 8k + e, immediates
+      vals = [math_dialect.fma(s, arith_dialect.constant(f32, x), u)
+              for x in keys]
       regs[idx] = vector_dialect.from_elements(ir.VectorType.get([2], f32),
                                                vals)
     return mgpu.FragmentedArray(_registers=regs, _layout=layout,
@@ -493,8 +494,11 @@ class AlibiTile:
   a multiply per value).  The forward takes 0 on tiles of a static side
   +-1 (causal: with 1 ptxas spilled 532 bytes, with 0 144, H100 ALiBi run
   A1; the non-causal split loops: S4k N ALiBi / no-bias fwd+bwd 0.97 with
-  0, 0.91 with 1, run A3), the other kernels and tiles 1 (run A1 against
-  run 23: the backward's ALiBi / no-bias speed fell with 0).
+  0, 0.91 with 1, run A3), the dQ kernel and traced sides 1 (run A1 against
+  run 23: the backward's ALiBi / no-bias speed fell with 0).  The dK/dV
+  kernel (q_dim 1) takes 0 by default (``MosaicBackwardConfig.
+  alibi_fixed_keys``; H200 2026-11-29: with 1 the fused d64 kernel spilled
+  1068 bytes, and 0 ran its backward 8.4% faster at S4k N, level at d128).
 
   Where every pair of the tile lies on one side of the diagonal
   (``masks.alibi_side``; under ``causal`` masking every visible pair does)
