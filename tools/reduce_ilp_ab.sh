@@ -19,6 +19,6 @@ timeout 200 python3 benchmarks/mosaic_bench.py --bench --reps 7 \
   --variant reduce_ilp=16 --variant reduce_ilp=32 > "$OUT/bf16.txt" 2>&1
 for v in "" "reduce_ilp=16"; do
   timeout 60 python3 -m tools.kernel_profile --cell d128-4k-N --dtype fp8 ${v:+--variant $v} \
-    > "$OUT/profile${v:+_ilp16}.txt" 2>&1; grep -A5 "| phase" "$OUT/profile${v:+_ilp16}.txt"
+    > "$OUT/profile${v:+_ilp16}.txt" 2>&1; grep -A5 "| phase\|softmax.s cycles" "$OUT/profile${v:+_ilp16}.txt"
 done
 for f in fp8 bf16; do echo "== $f"; grep -A40 "| cell | variant" "$OUT/$f.txt" | cut -d'|' -f2,3,4,6,7; done
