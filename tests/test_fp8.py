@@ -68,6 +68,8 @@ CASES = [
       config=MosaicConfig(block_kv=256, row_tree=16)),
 ]
 GPU_CASES = [
+    M("gpu d128 S2k, 16 accumulators a row", b=2, t=2048, s=2048, n=4, k=4,
+      h=128, config=MosaicConfig(block_kv=256, reduce_ilp=16)),
     M("gpu d128 S2k, row tree", b=2, t=2048, s=2048, n=4, k=4, h=128,
       config=MosaicConfig(block_kv=256, persistent=True, row_tree=16)),
     M("gpu d64 S2k", b=2, t=2048, s=2048, n=4, k=2, h=64),

@@ -43,6 +43,8 @@ CASES = [
       causal=True, config=MosaicConfig(block_kv=256, row_tree=16)),
     M("row tree, alibi and softmax overlap", t=200, s=300, alibi=True,
       config=MosaicConfig(overlap_softmax=True, row_tree=8)),
+    M("row max / sum with 16 accumulators (GPU; interpret: jnp's), causal",
+      t=256, s=200, causal=True, config=MosaicConfig(reduce_ilp=16)),
     M("causal", t=256, s=256, causal=True),
     M("alibi causal bottom_right ragged", t=100, s=230, n=2, k=1,
       causal=True, bottom_right=True, alibi=True),
@@ -148,6 +150,10 @@ SLOW = [
       kv_lengths=(700, 400)),
     M("alibi d256 soft-cap", t=512, s=512, n=2, k=2, h=256, alibi=True,
       soft_cap=30.0),
+    # d64 non-causal ALiBi: the fused dK/dV kernel's query vector by FFMA
+    # (alibi_fma_queries) on tiles left of, across and right of the diagonal
+    M("alibi non-causal bottom_right d64", t=600, s=1000, n=4, k=4,
+      bottom_right=True, alibi=True),
     # Non-causal ALiBi: tiles left of, across and right of the diagonal
     # (offset 400), the default d128 config (persistent, softmax overlap).
     M("alibi non-causal bottom_right gqa d128", b=2, t=600, s=1000, n=8, k=2,
@@ -277,6 +283,9 @@ def test_bad_config():
   for bad in (4, 12, -8, 16.0):
     with pytest.raises(ValueError, match="row_tree"):
       MosaicConfig(row_tree=bad)
+  for bad in (3, 128, -4, 8.0):
+    with pytest.raises(ValueError, match="reduce_ilp"):
+      MosaicConfig(reduce_ilp=bad)
 
 
 def test_config_default_row_tree_only_where_measured():
@@ -293,6 +302,22 @@ def test_config_default_row_tree_only_where_measured():
               d(128, False, kv_seqlen=4096, alibi=True),
               d(64, False, kv_seqlen=4096, every_tile_masked=True)):
     assert cfg.row_tree == 0, cfg
+
+
+def test_config_default_reduce_ilp_only_where_measured():
+  """reduce_ilp=16 on d256 (MosaicConfig.default's measurements), on no
+  fp8, dropout or ALiBi; d64 and d128 were level, fp8 lost."""
+  d = MosaicConfig.default
+  for causal in (False, True):
+    for t in (1024, 4096):
+      assert d(256, causal, kv_seqlen=t).reduce_ilp == 16
+  for cfg in (d(64, False, kv_seqlen=4096), d(128, True, kv_seqlen=4096),
+              d(128, False, kv_seqlen=16384),
+              d(256, False, kv_seqlen=4096, fp8=True),
+              d(256, True, kv_seqlen=4096, dropout=True),
+              d(256, False, kv_seqlen=4096, alibi=True),
+              d(256, True, kv_seqlen=4096, every_tile_masked=True)):
+    assert cfg.reduce_ilp == 0, cfg
 
 
 def test_config_table_fits_smem():
@@ -562,6 +587,9 @@ LOWERINGS = [  # (head dim, causal, config, extra masking)
     (128, True, None, "soft-cap"),
     (64, True, MosaicConfig(consumers=3), None),
     (64, False, MosaicConfig(consumers=3, overlap_softmax=True), None),
+    # the row max / sum by Mosaic GPU's reduction with more accumulators
+    (64, True, MosaicConfig(reduce_ilp=32), None),
+    (128, True, MosaicConfig(overlap_softmax=True, reduce_ilp=16), None),
     (128, True, None, "alibi"),  # persistent, softmax overlap
     (128, False, None, "alibi"),  # ALiBi's tiles across the diagonal
     (64, False, None, "alibi"),

@@ -67,6 +67,10 @@ class MosaicConfig:
       first combine the score tile's column halves element-wise (independent
       registers) down to c columns, then reduce those in Mosaic GPU's
       per-thread chain and lane shuffles (``forward._row_reduce``).
+    reduce_ilp: 0, or Mosaic GPU's ``acc_ilp`` for the row max and row sum
+      (``forward._row_reduce``): more independent accumulators a row
+      without ``row_tree``'s element-wise temporaries (``default``: 16 on
+      d256).  Interpret mode keeps jnp's reduction.
     alibi_fma_keys: the ALiBi key vector of a step (tiles on one side of the
       diagonal) by one FFMA a key (``forward.scaled_key_positions``)
       instead of an IADD3, an I2FP and an FMUL; not with a bias, nor at
@@ -83,6 +87,7 @@ class MosaicConfig:
   overlap_softmax: bool = False
   persistent: bool = False
   row_tree: int = 0
+  reduce_ilp: int = 0
   alibi_fma_keys: bool = True
   backward: "MosaicBackwardConfig | None" = None  # None: its table default
 
@@ -102,6 +107,10 @@ class MosaicConfig:
             and (self.row_tree == 0 or self.row_tree >= 8)):
       raise ValueError(f"row_tree={self.row_tree} must be 0 or a power of "
                        "two >= 8")
+    if not (isinstance(self.reduce_ilp, int) and 0 <= self.reduce_ilp <= 64
+            and self.reduce_ilp & (self.reduce_ilp - 1) == 0):
+      raise ValueError(f"reduce_ilp={self.reduce_ilp} must be 0 or a power "
+                       "of two <= 64")
     if self.consumers not in (2, 3):
       raise ValueError(f"consumers={self.consumers} must be 2 or 3")
     if self.consumers == 3 and self.persistent:
@@ -261,6 +270,17 @@ class MosaicConfig:
     S4k C, d64 and d128 S16k N (three consumers), d256 S1k / S4k (-1.5 to
     +3%); fp8 d128 S4k N (block_kv=256) lost 0.93 -> 0.86-0.88, the others
     level.
+
+    reduce_ilp=16 (Mosaic GPU's reduction with 16 accumulators a thread for
+    the row max and sum) on d256, under the same conditions as row_tree.
+    H200, 2026-11-29 (benchmarks.mosaic_bench, forward, ours / cuDNN paired
+    medians, one process): d256 S1k N 1.072 -> 1.131 (8: 1.054, 32: 1.103;
+    a second run 1.052 -> 1.108), S1k C 1.155 -> 1.169 (32: 1.190), S4k N
+    1.050 -> 1.086 (32: 1.075), S4k C 1.202 -> 1.235 (32: 1.232).  Level
+    (not taken): d64 S4k N 1.034 -> 1.033, d64 S4k C 1.035 -> 1.043, d128
+    S16k N 1.030 -> 1.033.  fp8 lost with 32 (d128 S4k N 0.923 -> 0.908,
+    S16k N 0.976 -> 0.936, d64 S4k N 0.955 -> 0.920), and with 16 the
+    profiled softmax of fp8 d128 S4k N took 2,494 cycles against 2,285.
     """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
     cfg = _TABLE[key]
@@ -295,6 +315,9 @@ class MosaicConfig:
         cfg = dataclasses.replace(cfg, row_tree=8)
       elif key == (64, False) and cfg.block_kv == 256:
         cfg = dataclasses.replace(cfg, row_tree=32)
+    if not (fp8 or dropout or alibi or every_tile_masked or window) and (
+        key[0] == 256):
+      cfg = dataclasses.replace(cfg, reduce_ilp=16)
     return cfg
 
 
@@ -434,8 +457,11 @@ class MosaicBackwardConfig:
       / loaded, against 124 / 260 without ALiBi).
     alibi_fma_queries: with ``alibi_fixed_keys``, the dK/dV kernel's
       per-step query vector by one FFMA a query
-      (``forward.scaled_key_positions``) where block_q_dkv is 128 (d64's
-      fused kernel).  Experiment.
+      (``forward.scaled_key_positions``) instead of an IADD3, an I2FP and
+      an FMUL a query, where block_q_dkv is 128 (d64's fused kernel; Mosaic
+      GPU's layout inference finds no solution at 64).  H200, 2026-11-29
+      (benchmarks/bwd_bench.py --alibi, backward TFLOP/s, one process):
+      d64 S4k N 378 vs 360, S4k C 359 vs 340.
   """
 
   block_kv_dkv: int = 64
@@ -457,7 +483,7 @@ class MosaicBackwardConfig:
   dkdv_registers: int | None = None  # None: 240 fused, else 232
   dq_registers: int | None = None  # None: 232
   alibi_fixed_keys: bool = True
-  alibi_fma_queries: bool = False
+  alibi_fma_queries: bool = True
 
   def __post_init__(self):
     for name in ("block_kv_dkv", "block_q_dq"):

@@ -923,22 +923,35 @@ def _logits_base2(s, scale: float, cap: float | None):
   return s * (scale * _LOG2E)
 
 
-def _row_reduce(x, kind: str, tree: int = 0):
+def _row_reduce(x, kind: str, tree: int = 0, ilp: int = 0):
   """x [rows, n] reduced over its columns, ``kind`` "max" or "sum".  Mosaic
   GPU folds a thread's registers of one row in one dependent chain per
   vector lane (the max of a 64 x 256 tile: two chains of 32 FMNMX per row);
   with ``tree`` > 0 the column halves are first combined element-wise
-  (independent registers: depth log2) down to ``tree`` columns."""
+  (independent registers: depth log2) down to ``tree`` columns.  ``ilp`` >
+  0 (GPU only): Mosaic GPU's own reduction with ``acc_ilp=ilp`` (its
+  default: 4 for max, 8 for sum, spread over a thread's rows, so one vector
+  accumulator a row for the max of a tile's two rows a thread), i.e. ilp /
+  2 / rows independent vector accumulators a row, no element-wise
+  temporaries."""
   op = jnp.maximum if kind == "max" else jnp.add
   while tree and x.shape[1] > tree and x.shape[1] % 16 == 0:
     r, h = x.shape[0], x.shape[1] // 2  # (lax.slice: Mosaic takes no strides)
     x = op(lax.slice(x, (0, 0), (r, h)), lax.slice(x, (0, h), (r, 2 * h)))
+  if ilp:
+    @plgpu.inline_mgpu(
+        arg_types=(WGMMA,),
+        return_type=plgpu.ShapeDtypeStruct((x.shape[0],), x.dtype,
+                                           layout=ROW))
+    def reduce(_, x):
+      return x.reduce("max" if kind == "max" else "add", 1, acc_ilp=ilp)
+    return reduce(x)
   return x.max(axis=1) if kind == "max" else x.sum(axis=1)
 
 
 def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
                   alibi: bool, fold: bool, descale=None, bias=None,
-                  tree: int = 0):
+                  tree: tuple[int, int] = (0, 0)):
   """FA-2 Alg. 1 line 9 on one score tile S [bq, bk], in base 2: the
   logits (scale, soft-cap, ALiBi), the mask where ``visible`` (a callable
   giving the visible [bq, bk], or None for a tile with nothing masked), the
@@ -970,7 +983,7 @@ def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
   fma = visible is None and cap is None and scale > 0 and bias is None
   if fma:  # max commutes with a positive scale: one FMA per score
     c = scale * _LOG2E if descale is None else (scale * _LOG2E) * descale
-    m_new, shift = max_and_shift(_row_reduce(s, "max", tree) * c)
+    m_new, shift = max_and_shift(_row_reduce(s, "max", *tree) * c)
     return m_new, jnp.exp2(s * c - bcast(shift))
   if descale is not None:
     s = s * descale
@@ -981,7 +994,7 @@ def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
     s = s + bias()
   if visible is not None:
     s = jnp.where(visible(), s, _MASK)
-  row_max = _row_reduce(s, "max", tree)
+  row_max = _row_reduce(s, "max", *tree)
   if bias is not None:  # (see above: the reference's clamp, per row)
     row_max = jnp.maximum(row_max, _MASK)
   m_new, shift = max_and_shift(row_max)
@@ -1102,7 +1115,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       order: tuple[tuple[str, int], ...], num_ctas: int,
                       interpret: bool, alibi: bool = False,
                       rate: float = 0.0, bias: bool = False,
-                      row_tree: int = 0, alibi_fma_keys: bool = False):
+                      row_tree: int = 0, alibi_fma_keys: bool = False,
+                      reduce_ilp: int = 0):
   """Work items of ``consumers * block_q`` query rows of one (b, n), in the
   launch ``order`` ((axis name, size), the last axis fastest).  num_ctas ==
   0: one CTA per item (a grid of ``order``); else a persistent kernel of
@@ -1125,6 +1139,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
   q_seg_ref, kv_seg_ref, mask_ref, refs = mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
   fp8 = q_ref.dtype == FP8
+  # the row max / sum's form (``_row_reduce``; interpret mode: jnp's)
+  reduction = (row_tree, 0 if interpret else reduce_ilp)
   descale_ref = refs.pop(0) if fp8 else None
   drop = DropoutTiles.pop(refs, rate, (block_q, block_kv), 0)
   bias_ref = refs.pop(0) if bias else None
@@ -1246,7 +1262,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                 ring.load(slot, wg * bq, bq) if bias16 is None else bias16)
           return _tile_softmax(s, m_i, ab, visible, scale=scale, cap=cap,
                                alibi=alibi, fold=fold, descale=qk_descale,
-                               bias=bias_tile, tree=row_tree)
+                               bias=bias_tile, tree=reduction)
 
         def step(j, carry, *, masked: bool, side=None):
           """S(j), softmax(j), then O += P(j) V(j) (FA-2 Alg. 1 inner loop)."""
@@ -1288,7 +1304,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             if head_dim <= 128:
               # Order found by the JAX/tokamax authors to schedule best for
               # d <= 128.
-              l_i = l_i + _row_reduce(p, "sum", row_tree)
+              l_i = l_i + _row_reduce(p, "sum", *reduction)
               acc, l_i, m_new, p16 = lax.optimization_barrier(
                   (acc, l_i, m_new, p16))
           with phase("V wait"):
@@ -1296,7 +1312,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           with phase("turn"):
             sync.take_turn()  # the other's S GEMM is issued: tensor cores mine
           if head_dim > 128:
-            l_i = l_i + _row_reduce(p, "sum", row_tree)
+            l_i = l_i + _row_reduce(p, "sum", *reduction)
 
           # -- O += P V  [bq, H]; meanwhile wait for the next K tile
           def wait_next_k():
@@ -1336,7 +1352,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             # done.  Packed here, the e4m3 words (inline PTX) were written
             # into P(j-1)'s registers while that wgmma still read them, and
             # ptxas serialized every wgmma of the kernel (note C7513).
-            return (m_new, l_i * alpha + _row_reduce(p, "sum", row_tree),
+            return (m_new, l_i * alpha + _row_reduce(p, "sum", *reduction),
                     p if fp8 else to_pv(p, j), alpha)
 
           if interpret:
@@ -1723,7 +1739,8 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams,
       longest_first=spec.is_causal, masked_first=cfg.masked_first,
       overlap_softmax=cfg.overlap_softmax, order=order, num_ctas=num_ctas,
       alibi=alibi, rate=rate, interpret=params.interpret, bias=bias,
-      row_tree=cfg.row_tree, alibi_fma_keys=cfg.alibi_fma_keys)
+      row_tree=cfg.row_tree, alibi_fma_keys=cfg.alibi_fma_keys,
+      reduce_ilp=cfg.reduce_ilp)
   kernel.__name__ = "pallas_flash_mosaic_fwd"
   if num_ctas:
     grid, grid_names = (num_ctas,), ("cta",)
