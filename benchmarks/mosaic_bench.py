@@ -82,7 +82,9 @@ def fitting_configs(h, causal, seqlen, variants, fp8: bool = False):
                                                          _cfg_name(cfg))
       skipped.append((text, reason))
       continue
-    kept.append((_cfg_name(cfg), text, cfg))
+    # (the variant's text too: fields _cfg_name does not spell, e.g.
+    # reduce_ilp, would give two variants one name and time only the last)
+    kept.append((f"{_cfg_name(cfg)}|{text}", text, cfg))
   return kept, skipped
 
 

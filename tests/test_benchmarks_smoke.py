@@ -504,6 +504,11 @@ def test_mosaic_bench_fp8_arguments_and_cells():
     (_, reason), = mb.fitting_configs(
         h, causal, t, [{"num_stages": 3, "block_kv": 256}], fp8=True)[1]
     assert "needs 247296 bytes of shared memory" in reason
+  # variants that differ only in a field the config's short name does not
+  # spell (reduce_ilp) keep one name each, so each is timed
+  kept, _ = mb.fitting_configs(256, False, 1024,
+                               [{"reduce_ilp": 8}, {"reduce_ilp": 32}])
+  assert len({name for name, _, _ in kept}) == 3
 
 
 def test_mosaic_bench_fp8_checks_times_and_skips(monkeypatch):
