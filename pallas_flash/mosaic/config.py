@@ -309,15 +309,14 @@ class MosaicConfig:
       if key == (64, False):
         cfg = dataclasses.replace(cfg, block_kv=128, consumers=3,
                                   persistent=False)
-    if not (fp8 or dropout or alibi or every_tile_masked or window) and (
-        cfg.consumers == 2):
-      if key[0] == 128 and cfg.overlap_softmax:
+    # the row reductions' forms, only where measured: none of these features
+    if not (fp8 or dropout or alibi or every_tile_masked or window):
+      if key[0] == 128 and cfg.consumers == 2 and cfg.overlap_softmax:
         cfg = dataclasses.replace(cfg, row_tree=8)
-      elif key == (64, False) and cfg.block_kv == 256:
+      elif key == (64, False) and cfg.consumers == 2 and cfg.block_kv == 256:
         cfg = dataclasses.replace(cfg, row_tree=32)
-    if not (fp8 or dropout or alibi or every_tile_masked or window) and (
-        key[0] == 256):
-      cfg = dataclasses.replace(cfg, reduce_ilp=16)
+      elif key[0] == 256:
+        cfg = dataclasses.replace(cfg, reduce_ilp=16)
     return cfg
 
 

@@ -951,7 +951,7 @@ def _row_reduce(x, kind: str, tree: int = 0, ilp: int = 0):
 
 def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
                   alibi: bool, fold: bool, descale=None, bias=None,
-                  tree: tuple[int, int] = (0, 0)):
+                  reduction: tuple[int, int] = (0, 0)):
   """FA-2 Alg. 1 line 9 on one score tile S [bq, bk], in base 2: the
   logits (scale, soft-cap, ALiBi), the mask where ``visible`` (a callable
   giving the visible [bq, bk], or None for a tile with nothing masked), the
@@ -966,7 +966,8 @@ def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
   each biased logit to ``masks.MASK_VALUE``; here the row max is clamped
   instead (one op per row, not per score): a -inf logit gets P = 0 either
   way, and a row the bias masks entirely keeps m = MASK_VALUE, which the
-  epilogue's fully-masked test reads as it does for the mask's rows."""
+  epilogue's fully-masked test reads as it does for the mask's rows.
+  ``reduction``: the row max's form, ``_row_reduce``'s (tree, ilp)."""
   offset = 0.0 if descale is None else _P_LOG2_MAX
 
   def max_and_shift(row_max):  # -> m_new, what exp2 subtracts
@@ -983,7 +984,7 @@ def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
   fma = visible is None and cap is None and scale > 0 and bias is None
   if fma:  # max commutes with a positive scale: one FMA per score
     c = scale * _LOG2E if descale is None else (scale * _LOG2E) * descale
-    m_new, shift = max_and_shift(_row_reduce(s, "max", *tree) * c)
+    m_new, shift = max_and_shift(_row_reduce(s, "max", *reduction) * c)
     return m_new, jnp.exp2(s * c - bcast(shift))
   if descale is not None:
     s = s * descale
@@ -994,7 +995,7 @@ def _tile_softmax(s, m_i, ab, visible, *, scale: float, cap: float | None,
     s = s + bias()
   if visible is not None:
     s = jnp.where(visible(), s, _MASK)
-  row_max = _row_reduce(s, "max", *tree)
+  row_max = _row_reduce(s, "max", *reduction)
   if bias is not None:  # (see above: the reference's clamp, per row)
     row_max = jnp.maximum(row_max, _MASK)
   m_new, shift = max_and_shift(row_max)
@@ -1262,7 +1263,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                 ring.load(slot, wg * bq, bq) if bias16 is None else bias16)
           return _tile_softmax(s, m_i, ab, visible, scale=scale, cap=cap,
                                alibi=alibi, fold=fold, descale=qk_descale,
-                               bias=bias_tile, tree=reduction)
+                               bias=bias_tile, reduction=reduction)
 
         def step(j, carry, *, masked: bool, side=None):
           """S(j), softmax(j), then O += P(j) V(j) (FA-2 Alg. 1 inner loop)."""
