@@ -136,10 +136,10 @@ class Workload:
 
   @property
   def feature_names(self) -> tuple[str, ...]:
-    """The score features (``FEATURES``' names) the cell has."""
-    return tuple(name for name, on in (("alibi", self.alibi),
-                                       ("dropout", self.dropout > 0),
-                                       ("bias", self.bias)) if on)
+    """The score features (``FEATURES``' names) the cell has: those whose
+    fields differ from the dataclass defaults."""
+    return tuple(name for name, fields in FEATURES.items()
+                 if any(getattr(self, f) != _DEFAULTS[f] for f in fields))
 
   @property
   def features(self) -> str:
@@ -233,10 +233,15 @@ def with_feature(w: Workload, feature: str) -> Workload:
   return dataclasses.replace(w, **FEATURES[feature])
 
 
+# Workload's field defaults (``feature_names``, ``without_features``).
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Workload)}
+
+
 def without_features(w: Workload) -> Workload:
   """Cell ``w`` without ALiBi, dropout or a bias: the cell a feature's cost
   is measured against."""
-  return dataclasses.replace(w, alibi=False, dropout=0.0, bias=False)
+  return dataclasses.replace(w, **{f: _DEFAULTS[f] for fields in
+                                   FEATURES.values() for f in fields})
 
 
 def memory_sweep(*, seqlens=(1024, 4096, 16384, 32768, 65536, 131072),

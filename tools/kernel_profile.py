@@ -91,10 +91,13 @@ def overlaps(events: list[dict], phase: str = "softmax",
   others = others or {phase: (phase,), "GEMMs": ("S", "PV",
                                                   "GEMMs and softmax")}
   spans = intervals(events)
+  by_sm = collections.defaultdict(list)  # pid: its tracks
+  for pid, tid in spans:
+    by_sm[pid].append(tid)
 
-  def covered(t0, t1, intervals):  # cycles of [t0, t1] inside the union
+  def covered(t0, t1, ivs):  # cycles of [t0, t1] inside the union
     total, end = 0.0, t0
-    for a, b in sorted(intervals):
+    for a, b in sorted(ivs):
       a, b = max(a, end), min(b, t1)
       if b > a:
         total += b - a
@@ -103,8 +106,7 @@ def overlaps(events: list[dict], phase: str = "softmax",
 
   out = {label: [] for label in others}
   for (pid, tid), mine in spans.items():
-    rest = [iv for (p, t), ivs in spans.items() if p == pid and t != tid
-            for iv in ivs]
+    rest = [iv for t in by_sm[pid] if t != tid for iv in spans[(pid, t)]]
     for t0, t1, name, _ in mine:
       if name != phase or t1 <= t0:
         continue
