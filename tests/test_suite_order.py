@@ -37,3 +37,22 @@ def test_the_longest_tests_go_to_different_workers():
   blocks = _blocks(xdist_order(seconds, 16), 64, 16)
   heads = [block[0] for block in blocks[:4]]
   assert sorted(heads) == [0, 1, 2, 3]
+
+
+def test_the_gpu_hook_reorders_by_the_times_file(monkeypatch):
+  """The GPU branch of pytest_collection_modifyitems (not otherwise run on
+  a CPU): items reordered as xdist_order says, from the times file, unlisted
+  tests at 30 s."""
+  import types
+  import conftest
+  times = conftest._gpu_seconds()
+  listed = sorted(times, key=times.get)[:40]  # 40 listed tests, shortest
+  names = listed + ["tests/new.py::test_not_in_the_file"]
+  items = [types.SimpleNamespace(nodeid=name) for name in names]
+  monkeypatch.setattr(conftest, "ON_GPU", True)
+  monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+  conftest.pytest_collection_modifyitems(None, items)
+  seconds = [times.get(name, conftest._NEW_TEST_SECONDS) for name in names]
+  assert [item.nodeid for item in items] == [
+      names[i] for i in xdist_order(seconds, 4)]
+  assert items[0].nodeid == "tests/new.py::test_not_in_the_file"  # 30 s
