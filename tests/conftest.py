@@ -99,24 +99,35 @@ def _gpu_seconds() -> dict[str, float]:
   return {nodeid: float(seconds) for seconds, _, nodeid in rows}
 
 
+def order_for_xdist(items) -> None:
+  """items reordered in place by ``xdist_order`` from ``_GPU_TIMES``, for
+  $PYTEST_XDIST_WORKER_COUNT workers (xdist sets it in each worker; 1
+  without xdist: longest first)."""
+  seconds = _gpu_seconds()
+  workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+  order = xdist_order([seconds.get(item.nodeid, _NEW_TEST_SECONDS)
+                       for item in items], workers)
+  items[:] = [items[i] for i in order]
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_collection_modifyitems(config, items):
   """Marks the Mosaic GPU kernel runs that go through Pallas's interpreter
   (CPU only) as ``mgpu_interpret``, so ``-m mgpu_interpret`` selects them
-  (see docs/design.md, "Interpret mode on a CPU").  On a GPU, orders the
-  tests for xdist's workers (``xdist_order``, from ``_GPU_TIMES``)."""
+  (see docs/design.md, "Interpret mode on a CPU"); before -m / -k deselect.
+  On a GPU, after them, orders what is left for xdist's workers
+  (``order_for_xdist``: the blocks must be cut from the final list)."""
+  if not ON_GPU:
+    for item in items:
+      params = getattr(item, "callspec", None)
+      uses_mosaic = (item.path.name == "test_mosaic.py"
+                     or (params is not None
+                         and params.params.get("impl") == "mosaic"))
+      if uses_mosaic:
+        item.add_marker(pytest.mark.mgpu_interpret)
+  yield
   if ON_GPU:
-    seconds = _gpu_seconds()
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
-    order = xdist_order([seconds.get(item.nodeid, _NEW_TEST_SECONDS)
-                         for item in items], workers)
-    items[:] = [items[i] for i in order]
-    return
-  for item in items:
-    params = getattr(item, "callspec", None)
-    uses_mosaic = (item.path.name == "test_mosaic.py"
-                   or (params is not None and params.params.get("impl") == "mosaic"))
-    if uses_mosaic:
-      item.add_marker(pytest.mark.mgpu_interpret)
+    order_for_xdist(items)
 
 
 _TIMES = os.environ.get("PF_TEST_TIMES")  # .ci/gpu: one line per test

@@ -39,10 +39,10 @@ def test_the_longest_tests_go_to_different_workers():
   assert sorted(heads) == [0, 1, 2, 3]
 
 
-def test_the_gpu_hook_reorders_by_the_times_file(monkeypatch):
-  """The GPU branch of pytest_collection_modifyitems (not otherwise run on
-  a CPU): items reordered as xdist_order says, from the times file, unlisted
-  tests at 30 s."""
+def test_the_gpu_hook_reorders_after_deselection(monkeypatch):
+  """The GPU side of the collection hook (not otherwise run on a CPU):
+  after the other hooks (-m / -k deselection) the items are reordered as
+  xdist_order says, from the times file, unlisted tests at 30 s."""
   import types
   import conftest
   times = conftest._gpu_seconds()
@@ -51,7 +51,12 @@ def test_the_gpu_hook_reorders_by_the_times_file(monkeypatch):
   items = [types.SimpleNamespace(nodeid=name) for name in names]
   monkeypatch.setattr(conftest, "ON_GPU", True)
   monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
-  conftest.pytest_collection_modifyitems(None, items)
+  hook = conftest.pytest_collection_modifyitems(None, items)
+  next(hook)  # the other hooks run here
+  del items[3]  # (a deselected test)
+  names = [item.nodeid for item in items]
+  with pytest.raises(StopIteration):
+    hook.send(None)
   seconds = [times.get(name, conftest._NEW_TEST_SECONDS) for name in names]
   assert [item.nodeid for item in items] == [
       names[i] for i in xdist_order(seconds, 4)]
