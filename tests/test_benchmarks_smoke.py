@@ -400,6 +400,27 @@ def test_kernel_profile_halves_heads_until_the_trace_fits(monkeypatch,
   assert seen == [(16, 1000), (16, 500), (16, 250), (8, 250), (4, 250)]
 
 
+def test_kernel_profile_says_when_no_space_fits(monkeypatch, tmp_path):
+  """kernel_profile.profile: a kernel past the shared memory at every event
+  space down to the smallest (d128 with a bias ring on an H200) ends with a
+  message naming the cause, after halving the space."""
+  import pallas_flash
+  from tools import kernel_profile
+  seen = []
+
+  def fake(q, k, v, **kw):
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+    seen.append(plgpu.CompilerParams().profile_space)
+    raise ValueError("Mosaic GPU kernel exceeds available shared memory: "
+                     "smem_bytes=233440 > max_smem_bytes=232448")
+
+  monkeypatch.setattr(pallas_flash, "flash_attention", fake)
+  with pytest.raises(SystemExit, match="no shared memory for the profiler"):
+    kernel_profile.profile(128, 256, False, False, "", {}, batch=1,
+                           space=1000, out_dir=str(tmp_path))
+  assert seen == [1000, 500, 250, 125, 62]
+
+
 def test_ptxas_report_variant_changes_only_its_fields(monkeypatch):
   """``ptxas_report.with_variant``: the default configs come back with the
   variant's fields (forward ones written ``fwd.``), every other field as
