@@ -190,18 +190,17 @@ def profile(h: int, t: int, causal: bool, fp8: bool, variant: str,
           jax.block_until_ready(f(*args))
       break
     except (ValueError, RuntimeError) as e:
-      if "exceeds available shared memory" in str(e) and space > 64:
+      if "exceeds available shared memory" in str(e):
+        if space <= 64:  # e.g. d128 with a bias: with_bias fills 225.5 KiB
+          sys.exit("kernel_profile: the kernel's config leaves no shared "
+                   "memory for the profiler's events even at --space "
+                   f"{space} ({e}); profile a variant that takes less, e.g. "
+                   "--variant block_kv=64")
         space //= 2
         note = f"no room for the events: --space {space}"
       elif "Insufficient space" in str(e) and n > 1:
         n //= 2
         note = f"the trace does not fit: {n} heads"
-      elif "exceeds available shared memory" in str(e):
-        # e.g. d128 with a bias: MosaicConfig.with_bias fills 225.5 KiB
-        sys.exit("kernel_profile: the kernel's config leaves no shared "
-                 "memory for the profiler's events even at --space "
-                 f"{space} ({e}); profile a variant that takes less, e.g. "
-                 "--variant block_kv=64")
       else:
         raise
       print(f"kernel_profile: {note}", file=sys.stderr)
