@@ -71,10 +71,8 @@ def xdist_order(seconds: list[float], workers: int) -> list[int]:
   so far that has room, each block longest first.  Sorted longest first
   without the dealing, the first block (worksteal) or the first chunk of 11
   (xdist's default "load") held the longest tests, which one worker then
-  ran one after another: replaying xdist's two schedulers on the recorded
-  seconds (a model of both schedulers, 16 workers, 5,301 s of tests, 84 s
-  the longest; 2026-11-29) has the last worker done at 613 s (load) and
-  382 s (worksteal) sorted, 366 s and 333 s dealt; ideal 331 s."""
+  ran one after another (the replay of both schedulers and the native
+  times: docs/design.md, "Native suites")."""
   n = len(seconds)
   workers = max(1, min(workers, n))
   sizes, rest = [], n
