@@ -817,8 +817,8 @@ def test_bias_the_forward_cannot_read_falls_back():
 
 def test_config_with_bias_fits_smem():
   """Every default entry, made to fit the bias ring (``with_bias``), fits
-  227 KiB at d64 / d128 / d256 with a 2-byte bias; entries that fit as
-  they are stay as they are.  Causal d128 keeps its persistent launch with
+  227 KiB at d64 / d128 / d256 with a 2-byte bias, with two consumers at
+  most; entries that fit as they are stay as they are.  Causal d128 keeps its persistent launch with
   64-key tiles and three stages; non-causal d128 drops it."""
   for h, causal, s in itertools.product((64, 128, 256), (False, True),
                                         (4096, 16384)):
@@ -827,6 +827,7 @@ def test_config_with_bias_fits_smem():
     assert fitted.smem_bytes(h, bias_itemsize=2) <= 227 * 1024, (h, causal)
     assert fitted.smem_bytes(h, bias_itemsize=2) == (
         fitted.smem_bytes(h) + fitted.bias_ring_bytes(2))
+    assert fitted.consumers <= 2, fitted
     if h == 128:
       assert fitted.persistent == causal, fitted
       assert (fitted.block_kv, fitted.num_stages) == (

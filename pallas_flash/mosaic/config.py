@@ -149,11 +149,18 @@ class MosaicConfig:
 
   def with_bias(self, head_dim: int, itemsize: int = 2,
                 causal: bool = False) -> "MosaicConfig":
-    """This config with room for the bias ring in 227 KiB: the same one
-    where it fits, else, in order, block_kv 128 (from 256), not persistent
-    (no O store slots), two consumers, block_kv 64.  d64 takes block_kv
-    128 (146-186 KiB), d128 two consumers, not persistent (225.5 KiB),
-    d256 its table entry (225.5 KiB).
+    """This config with room for the bias ring in 227 KiB: two consumers
+    at most, then the same one where it fits, else, in order, block_kv 128
+    (from 256), not persistent (no O store slots), block_kv 64.  d64 takes
+    two consumers and block_kv 128 (146-162 KiB), d128 not persistent
+    (225.5 KiB), d256 its table entry (225.5 KiB).
+
+    Two consumers: d64 non-causal takes three from S = 16384 keys, and
+    with a bias (192-row bias tiles, 32 KiB row stride and up) those ran
+    2.2x slower than two (H200, 2026-11-29, [1, N, T, S] bias, forward
+    TFLOP/s, three vs two: S16384 132 vs 288, S32768 126 vs 294; two
+    consumers at S2048-16256 ran 291-313).  The cause (DRAM channels, TMA)
+    is not pinned down.
 
     ``causal``: where the next step would drop the persistent launch, it
     keeps it with block_kv 64 and three stages if that fits (d128: 209.5
@@ -165,6 +172,8 @@ class MosaicConfig:
     fits = lambda cfg: (cfg.smem_bytes(head_dim, bias_itemsize=itemsize)
                         <= 227 * 1024)
     cfg = self
+    if cfg.consumers == 3:
+      cfg = dataclasses.replace(cfg, consumers=2)
     for change in (dict(block_kv=min(cfg.block_kv, 128)),
                    dict(persistent=False), dict(consumers=2),
                    dict(block_kv=64)):
