@@ -155,12 +155,13 @@ class MosaicConfig:
     two consumers and block_kv 128 (146-162 KiB), d128 not persistent
     (225.5 KiB), d256 its table entry (225.5 KiB).
 
-    Two consumers: d64 non-causal takes three from S = 16384 keys, and
-    with a bias (192-row bias tiles, 32 KiB row stride and up) those ran
-    2.2x slower than two (H200, 2026-11-29, [1, N, T, S] bias, forward
-    TFLOP/s, three vs two: S16384 132 vs 288, S32768 126 vs 294; two
-    consumers at S2048-16256 ran 291-313).  The cause (DRAM channels, TMA)
-    is not pinned down.
+    Two consumers: d64 non-causal takes three from S = 16384 keys, whose
+    192-row tiles leave a power-of-two T unaligned, so the bias operand
+    was zero-padded in XLA (``BiasRing.operand``: the whole [.., T, S]
+    bias read and written again) on every call.  Forward TFLOP/s with a
+    [1, N, T, S] bias, three vs two (H200, 2026-11-29): S16384 132 vs 288,
+    S32768 (4 heads) 126 vs 294; the gaps, 8.9 and 5.0 ms, are what a copy
+    of the 16 / 8 GiB bias takes at ~3.6 TB/s.
 
     ``causal``: where the next step would drop the persistent launch, it
     keeps it with block_kv 64 and three stages if that fits (d128: 209.5
