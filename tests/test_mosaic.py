@@ -1622,3 +1622,30 @@ def test_public_path_with_dropout_lowers_for_cuda():
     for kernel in ("pallas_flash_fwd", "pallas_flash_bwd_dkdv",
                    "pallas_flash_bwd_dq"):
       assert kernel not in text, (h, kernel)
+
+
+@pytest.mark.parametrize("h", (64, 128))
+def test_bias_not_padded_at_aligned_lengths(monkeypatch, h):
+  """At power-of-two lengths the default Hopper fwd+bwd with a [1, N, T, S]
+  bias takes tiles that divide T and S, so neither the forward nor the
+  backward pads (copies) the bias in XLA.  The d64 non-causal entry at
+  16k keys has 192-row tiles: with them the bias was padded to T = 16512
+  on every call, the whole bias read and written again (2.2x slower
+  forward; ``MosaicConfig.with_bias``)."""
+  import pallas_flash as pf
+  from tools import first_call
+  monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
+
+  for causal, t in itertools.product((False, True), (4096, 16384)):
+    def fwd_bwd(q, k, v, bias):
+      loss = lambda q, k, v, bias: pf.flash_attention(
+          q, k, v, bias=bias, is_causal=causal).astype(jnp.float32).sum()
+      return jax.grad(loss, (0, 1, 2, 3))(q, k, v, bias)
+
+    x = jax.ShapeDtypeStruct((1, t, 2, h), jnp.bfloat16)
+    bias = jax.ShapeDtypeStruct((1, 2, t, t), jnp.bfloat16)
+    text = first_call.lowered_for_hopper(fwd_bwd, x, x, x, bias)[2].as_text()
+    assert "pallas_flash_mosaic_dq" in text, (h, causal, t)
+    pads = [line for line in text.splitlines()
+            if "stablehlo.pad" in line and f"1x2x{t}x{t}xbf16" in line]
+    assert not pads, (h, causal, t, pads[0][:200])
