@@ -176,8 +176,7 @@ class MosaicConfig:
     if cfg.consumers == 3:
       cfg = dataclasses.replace(cfg, consumers=2)
     for change in (dict(block_kv=min(cfg.block_kv, 128)),
-                   dict(persistent=False), dict(consumers=2),
-                   dict(block_kv=64)):
+                   dict(persistent=False), dict(block_kv=64)):
       if fits(cfg):
         return cfg
       if causal and cfg.persistent and "persistent" in change:
