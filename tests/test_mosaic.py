@@ -818,8 +818,9 @@ def test_bias_the_forward_cannot_read_falls_back():
 def test_config_with_bias_fits_smem():
   """Every default entry, made to fit the bias ring (``with_bias``), fits
   227 KiB at d64 / d128 / d256 with a 2-byte bias, with two consumers at
-  most; entries that fit as they are stay as they are.  Causal d128 keeps its persistent launch with
-  64-key tiles and three stages; non-causal d128 drops it."""
+  most; entries that fit as they are stay as they are.  Causal d128 keeps
+  its persistent launch with 64-key tiles and three stages; non-causal
+  d128 drops it."""
   for h, causal, s in itertools.product((64, 128, 256), (False, True),
                                         (4096, 16384)):
     cfg = MosaicConfig.default(h, causal, kv_seqlen=s, q_seqlen=s)
