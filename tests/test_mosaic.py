@@ -699,6 +699,9 @@ BIAS = [  # (case, bias pattern)
                                          overlap_softmax=True)), "B1TS"),
     (M("bias [1,N,T,S] alibi dropout", n=2, t=96, s=160, causal=True,
        alibi=True, dropout=0.1), "1NTS"),
+    # read in place (T, S whole (8, 64) tiles), T and S not whole kernel
+    # tiles: TMA's zeros past the bias's ends, dbias's stores dropped there
+    (M("bias [1,N,T,S] in place, partial tiles", n=2, t=200, s=320), "1NTS"),
 ]
 
 
@@ -731,6 +734,8 @@ BIAS_BACKWARD = [  # (case, bias pattern): the backward's configs and masks
      "1NTS"),
     (BB("d64 3 consumers", n=2, k=1, t=150, s=260, causal=True,
         config=MosaicBackwardConfig(consumers=3)), "1NTS"),
+    (BB("d128 causal, bias in place, partial tiles", n=2, h=128, t=136,
+        s=192, causal=True), "BNTS"),
     # 3 CTAs in interpret mode: the Q / dO / bias ring and two K / V sets
     # run across items.
     (BB("d128 persistent, stagger, Q in registers, lengths", b=2, n=2, k=1,
@@ -1628,8 +1633,10 @@ def test_public_path_with_dropout_lowers_for_cuda():
 @pytest.mark.parametrize("h", (64, 128))
 def test_bias_not_padded_at_aligned_lengths(monkeypatch, h):
   """At power-of-two lengths the default Hopper fwd+bwd with a [1, N, T, S]
-  bias takes tiles that divide T and S, so neither the forward nor the
-  backward pads (copies) the bias in XLA.  The d64 non-causal entry at
+  bias takes tiles that divide T and S, and at 1088 (17 x 64: no whole
+  number of the kernels' tiles) the kernels read it in place
+  (``BiasRing.in_place``), so neither the forward nor the backward pads
+  (copies) the bias in XLA.  The d64 non-causal entry at
   16k keys has 192-row tiles: with them the bias was padded to T = 16512
   on every call, the whole bias read and written again (2.2x slower
   forward; ``MosaicConfig.with_bias``)."""
@@ -1637,7 +1644,7 @@ def test_bias_not_padded_at_aligned_lengths(monkeypatch, h):
   from tools import first_call
   monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
 
-  for causal, t in itertools.product((False, True), (4096, 16384)):
+  for causal, t in itertools.product((False, True), (4096, 16384, 1088)):
     def fwd_bwd(q, k, v, bias):
       loss = lambda q, k, v, bias: pf.flash_attention(
           q, k, v, bias=bias, is_causal=causal).astype(jnp.float32).sum()

@@ -1238,8 +1238,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 class _DbiasTiles:
   """dbias of a full (T, S) bias: dS of the logits (Alg. 2 line 14 before
   the soft-cap's factor; times r = 1 / (1 - rate) with dropout), the
-  [B, N, Tp, Sp] partial in the bias dtype that ``_vjp`` sums over the
-  bias's broadcast dims (the triton backward's contract).  Written by the
+  [B, N, T, S] partial ([B, N, Tp, Sp] where ``fwd.BiasRing.operand``
+  pads the bias) in the bias dtype that ``_vjp`` sums over the bias's
+  broadcast dims (the triton backward's contract).  Written by the
   dQ kernel, whose CTA owns its query rows of one head: every element by
   exactly one consumer, no atomics.  Consumer w stages each step's
   [block_q, block_kv] tile in its own shared-memory tile and stores it by
@@ -1261,7 +1262,7 @@ class _DbiasTiles:
         jnp.zeros(self.smem.shape, self.smem.dtype), WGMMA)
     plgpu.commit_smem()
     pl.loop(0, item.first)(self._store)
-    pl.loop(item.last, self.ref.shape[-1] // self.bk)(self._store)
+    pl.loop(item.last, pl.cdiv(self.ref.shape[-1], self.bk))(self._store)
 
   def put(self, ds_logits, ki):
     """A step's dS of the logits [block_q, block_kv] f32 -> kv tile ki."""
@@ -1609,7 +1610,9 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   if dbias:
     bias_smem.append(plgpu.SMEM((dq_c, bq, bk), arrays.bias.dtype,
                                 transforms=_TILED))
-    out_type.append(jax.ShapeDtypeStruct((b, n, tp, sp), arrays.bias.dtype))
+    # dbias at the bias operand's T, S (TMA drops the stores past them)
+    out_type.append(jax.ShapeDtypeStruct((b, n, *bias_op.shape[2:]),
+                                         arrays.bias.dtype))
   dq, *dbias_out = _launch(
       functools.partial(_dq_kernel, num_q_tiles=q_tiles, dbias=dbias,
                         **{**common, "cfg": dq_cfg}),

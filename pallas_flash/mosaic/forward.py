@@ -831,14 +831,18 @@ def load_kv_tiles(item: Item, group: int, block_kv: int, num_stages: int,
         bias.copy(item, item.tile_of(j), slot)
 
 
+_BIAS_TILE = (8, 64)  # the bias ring's smem tiling (2-byte, 128-byte swizzle)
+
+
 class BiasRing:
   """An additive bias read tile by tile through the producer's TMA ring, as
   K and V are (FA3 Sec. 3.1's producer; the earlier attempt's f32 loads of
   every tile from global memory ran at 0.70-0.79x cuDNN).
 
-  ``ref``: the bias [Bb, Nb, Tp, Sp] in its own dtype (float16 /
+  ``ref``: the bias [Bb, Nb, T, S] in its own dtype (float16 /
   bfloat16), Bb and Nb 1 where broadcast (a size-1 dim reads index 0: the
-  same tile for every batch row / head), zero-padded to whole tiles.
+  same tile for every batch row / head); TMA reads the tiles' parts past T
+  and S as zeros (``operand``).
   ``smem``: one slot per ring stage, each on its own "loaded" barrier
   (``bars``), freed with the ring slot it is copied beside.  Query-major
   (the forward, the backward's dQ kernel): [stages, rows, block_kv], the
@@ -901,17 +905,29 @@ class BiasRing:
     the key-major ring of that many parts."""
     shape = (num_stages, *((parts,) if parts else ()), rows, block_kv)
     return (plgpu.SMEM(shape, dtype,
-                       transforms=(plgpu.TilingTransform((8, 64)),
+                       transforms=(plgpu.TilingTransform(_BIAS_TILE),
                                    plgpu.SwizzleTransform(128))),
             plgpu.Barrier(num_arrivals=max(parts, 1),
                           num_barriers=num_stages))
 
   @staticmethod
-  def operand(bias, tp: int, sp: int):
-    """The kernel's bias operand: [Bb, Nb, Tp, Sp], zero-padded (padded
-    keys lie past kv_len, padded rows are sliced off)."""
+  def in_place(bias) -> bool:
+    """Whether the kernels read ``bias`` (and write its dbias partial) as
+    it is, T and S not whole tiles: TMA reads a tile's part past the array
+    as zeros and drops a store's (padded rows are sliced off, keys past
+    kv_len are masked), but Mosaic GPU's TMA copies into the (8, 64)-tiled
+    ring take T and S in whole (8, 64) tiles.  Else ``operand`` zero-pads
+    the bias to whole kernel tiles, an XLA copy of all of it per call (and
+    dbias's slice another)."""
     _, _, t, s = bias.shape
-    if (t, s) == (tp, sp):
+    return t % _BIAS_TILE[0] == 0 and s % _BIAS_TILE[1] == 0
+
+  @classmethod
+  def operand(cls, bias, tp: int, sp: int):
+    """The kernel's bias operand: the bias itself (``in_place``), else
+    [Bb, Nb, Tp, Sp] zero-padded."""
+    _, _, t, s = bias.shape
+    if (t, s) == (tp, sp) or cls.in_place(bias):
       return bias
     return jnp.pad(bias, ((0, 0), (0, 0), (0, tp - t), (0, sp - s)))
 
