@@ -604,6 +604,11 @@ LOWERINGS = [  # (head dim, causal, config, extra masking)
     *[(h, c, None, "bias") for h in (64, 128, 256) for c in (False, True)],
     (64, False, MosaicConfig(consumers=3), "bias"),
     (128, True, None, "bias dropout alibi"),
+    # the bias tile with K (with_bias's choice) in the overlap form and under
+    # ALiBi's folded init; the explicit configs above keep it with V
+    (128, False, MosaicConfig(bias_with_k=True, overlap_softmax=True,
+                              persistent=False), "bias"),
+    (64, True, MosaicConfig(bias_with_k=True), "bias alibi"),
 ]
 
 
@@ -702,6 +707,13 @@ BIAS = [  # (case, bias pattern)
     # read in place (T, S whole (8, 64) tiles), T and S not whole kernel
     # tiles: TMA's zeros past the bias's ends, dbias's stores dropped there
     (M("bias [1,N,T,S] in place, partial tiles", n=2, t=200, s=320), "1NTS"),
+    # the bias tile copied with K, freed with K's slot (with_bias's choice;
+    # the explicit configs above copy it with V)
+    (M("bias with K, overlap, causal", n=2, t=150, s=300, causal=True,
+       config=MosaicConfig(bias_with_k=True, overlap_softmax=True)), "1NTS"),
+    (M("bias with K, persistent, alibi", b=2, n=2, t=130, s=260,
+       alibi=True, config=MosaicConfig(bias_with_k=True, persistent=True)),
+     "BNTS"),
 ]
 
 
@@ -823,9 +835,9 @@ def test_bias_the_forward_cannot_read_falls_back():
 def test_config_with_bias_fits_smem():
   """Every default entry, made to fit the bias ring (``with_bias``), fits
   227 KiB at d64 / d128 / d256 with a 2-byte bias, with two consumers at
-  most; entries that fit as they are stay as they are.  Causal d128 keeps
-  its persistent launch with 64-key tiles and three stages; non-causal
-  d128 drops it."""
+  most, the bias tile copied with K; entries that fit as they are keep
+  their tiles.  Causal d128 keeps its persistent launch with 64-key tiles
+  and three stages; non-causal d128 drops it."""
   for h, causal, s in itertools.product((64, 128, 256), (False, True),
                                         (4096, 16384)):
     cfg = MosaicConfig.default(h, causal, kv_seqlen=s, q_seqlen=s)
@@ -833,13 +845,13 @@ def test_config_with_bias_fits_smem():
     assert fitted.smem_bytes(h, bias_itemsize=2) <= 227 * 1024, (h, causal)
     assert fitted.smem_bytes(h, bias_itemsize=2) == (
         fitted.smem_bytes(h) + fitted.bias_ring_bytes(2))
-    assert fitted.consumers <= 2, fitted
+    assert fitted.consumers <= 2 and fitted.bias_with_k, fitted
     if h == 128:
       assert fitted.persistent == causal, fitted
       assert (fitted.block_kv, fitted.num_stages) == (
           (64, 3) if causal else (128, 2)), fitted
   small = MosaicConfig(block_kv=64)
-  assert small.with_bias(128) is small
+  assert small.with_bias(128) == dataclasses.replace(small, bias_with_k=True)
 
 
 def test_backward_config_with_bias_fits_smem():

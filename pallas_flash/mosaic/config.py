@@ -89,6 +89,8 @@ class MosaicConfig:
   row_tree: int = 0
   reduce_ilp: int = 0
   alibi_fma_keys: bool = True
+  bias_with_k: bool = False  # the bias tile copied with K and freed with
+  # K's slot, not V's (``with_bias`` sets it)
   backward: "MosaicBackwardConfig | None" = None  # None: its table default
 
   def __post_init__(self):
@@ -169,10 +171,18 @@ class MosaicConfig:
     the non-persistent form in one process: S4k C 386 vs 344, S16k C 398
     vs 375 (fwd+bwd +4.2 / +1.6%).  Non-causal not taken: three consumers
     with block_kv 64 ran 216 against 461 (S16k N), and the persistent form
-    is not measured there."""
+    is not measured there.
+
+    ``bias_with_k``: the bias tile rides with K, freed with K's slot, so the
+    producer issues it about two steps ahead; with V (freed during the next
+    step in the softmax-overlap form) it came half a step ahead.  Forward
+    TFLOP/s with the bias with K vs with V (bwd_bench.py --bias, H200,
+    2026-11-29, one process): d128 S4k N 472 vs 378 (fwd+bwd 353 vs 334;
+    the overlap off instead: 431), d128 S4k C 387 vs 387, d128 S16k C 381
+    vs 380, d64 S4k N 298 vs 299.  Same shared memory either way."""
     fits = lambda cfg: (cfg.smem_bytes(head_dim, bias_itemsize=itemsize)
                         <= 227 * 1024)
-    cfg = self
+    cfg = dataclasses.replace(self, bias_with_k=True)
     if cfg.consumers == 3:
       cfg = dataclasses.replace(cfg, consumers=2)
     for change in (dict(block_kv=min(cfg.block_kv, 128)),

@@ -797,7 +797,8 @@ class DropoutTiles:
 
 def load_kv_tiles(item: Item, group: int, block_kv: int, num_stages: int,
                   sync: Sync, kv_refs, kv_smems, kv_bars, g0=None,
-                  keys=None, v_transposed: bool = False, bias=None):
+                  keys=None, v_transposed: bool = False, bias=None,
+                  bias_kind: int = 1):
   """The producer's loop over an item's steps: TMA copies of the K and V
   tiles of step j into ring slot (g0 + j) % num_stages, each slot refilled
   once the consumers released what it held num_stages steps before (the
@@ -807,7 +808,8 @@ def load_kv_tiles(item: Item, group: int, block_kv: int, num_stages: int,
   copied with the K (kind 0) or V (1) tile whose release frees them.
   ``v_transposed``: kv_refs[1] is V^T [B, K, H, S] (the fp8 forward), its
   tiles [H, block_kv].  ``bias``: a ``BiasRing``, whose tile of the step
-  is copied with V (released with it)."""
+  is copied with V (released with it), or with K (``bias_kind`` 0: the
+  consumers have read it by K's release)."""
   kv_head = lax.div(item.n, jnp.array(group, item.n.dtype))
 
   @pl.loop(0, item.n_steps)
@@ -827,7 +829,7 @@ def load_kv_tiles(item: Item, group: int, block_kv: int, num_stages: int,
         _, col_ref, key_smem, key_bars = keys
         plgpu.copy_gmem_to_smem(col_ref.at[rows[1]], key_smem.at[slot],
                                 key_bars.at[slot])
-      if bias is not None and kind == 1:
+      if bias is not None and kind == bias_kind:
         bias.copy(item, item.tile_of(j), slot)
 
 
@@ -1133,7 +1135,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                       interpret: bool, alibi: bool = False,
                       rate: float = 0.0, bias: bool = False,
                       row_tree: int = 0, alibi_fma_keys: bool = False,
-                      reduce_ilp: int = 0):
+                      reduce_ilp: int = 0, bias_with_k: bool = False):
   """Work items of ``consumers * block_q`` query rows of one (b, n), in the
   launch ``order`` ((axis name, size), the last axis fastest).  num_ctas ==
   0: one CTA per item (a grid of ``order``); else a persistent kernel of
@@ -1308,6 +1310,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
               s = s if init is None else s + init
             else:
               s = pl.run_state(issue_qk)(plgpu.ACC.init(init))
+              if ring is not None and bias_with_k:  # before K's release
+                bias16 = ring.load(slot, wg * bq, bq)
           sync.release(0, slot)
 
           # -- update m_i and l_i (base 2)
@@ -1381,7 +1385,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             s = pl.run_scoped(qk, plgpu.ACC((bq, bk), jnp.float32))
             s = s if init is None else s + init
             acc = add_pv(acc, p_prev, prev)
-            m_new, l_new, p16, alpha = softmax(s)
+            m_new, l_new, p16, alpha = softmax(
+                s, None if ring is None else ring.load(slot, wg * bq, bq))
           else:
             def gemms_and_softmax(refs):
               o_ref, s_ref, *out_refs = refs
@@ -1493,7 +1498,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
                    ((k_ref, v_ref), (k_smems, v_smems), (k_bars, v_bars)),
                    (1, drop.col_ref, key_smem, key_bars)
                    if drop is not None else None, v_transposed=fp8,
-                   bias=ring)
+                   bias=ring, bias_kind=0 if bias_with_k else 1)
 
   pl.run_scoped(entry, *_scratch(dtype, head_dim, bq, bk, num_stages,
                                  consumers, num_ctas > 0, rate > 0.0,
@@ -1504,7 +1509,7 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
 
 def _kv_producer(items: schedule.Items, work_item, sync: Sync, group: int,
                  block_kv: int, num_stages: int, kv, keys,
-                 v_transposed: bool = False, bias=None):
+                 v_transposed: bool = False, bias=None, bias_kind: int = 1):
   """The forward's producer warpgroup (FA-2 Alg. 1 line 7's loads of K_j
   and V_j): the K and V tiles [block_kv, H] of every step of the CTA's
   items into the ring (``load_kv_tiles``; ``kv``: (refs, smems, barriers)
@@ -1514,7 +1519,7 @@ def _kv_producer(items: schedule.Items, work_item, sync: Sync, group: int,
   def run_item(i, g0):
     item = work_item(i, lengths=False)
     load_kv_tiles(item, group, block_kv, num_stages, sync, *kv, g0, keys,
-                  v_transposed, bias)
+                  v_transposed, bias, bias_kind)
     return g0 + item.n_steps
 
   steps = items.run(run_item)
@@ -1757,7 +1762,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams,
       overlap_softmax=cfg.overlap_softmax, order=order, num_ctas=num_ctas,
       alibi=alibi, rate=rate, interpret=params.interpret, bias=bias,
       row_tree=cfg.row_tree, alibi_fma_keys=cfg.alibi_fma_keys,
-      reduce_ilp=cfg.reduce_ilp)
+      reduce_ilp=cfg.reduce_ilp, bias_with_k=cfg.bias_with_k)
   kernel.__name__ = "pallas_flash_mosaic_fwd"
   if num_ctas:
     grid, grid_names = (num_ctas,), ("cta",)
