@@ -63,6 +63,62 @@ _GPU_TIMES = os.path.join(os.path.dirname(__file__), "gpu_times.txt")
 _NEW_TEST_SECONDS = 30.0
 
 
+class _CopySlices:
+  """The Mosaic GPU kernels' shared <-> global memory copies, recorded while
+  a test lowers them (``whole_copy_slices``)."""
+
+  def __init__(self):
+    self.copies = []  # (direction, shared-memory ref, global-memory ref)
+
+  def unclipped(self) -> list[str]:
+    """Copies whose shared-memory side is not swizzled and whose global
+    slice may run past its array: natively Mosaic GPU issues a contiguous
+    unswizzled copy as a plain bulk copy bounded only by the whole array's
+    end (jax 0.11.2, ``launch_context.async_copy``), not per dimension as
+    TMA tensor maps (tiled, swizzled copies) and interpret mode do; a slice
+    that overhangs its dimension then reads or writes the next rows (a
+    forward whose LSE had T rows wrote another head's, 2026-11-29).  Such a
+    copy must cover whole slices: each sliced dimension a multiple of the
+    slice, static starts on slice boundaries (dynamic ones are tile
+    indices times the slice)."""
+    from jax._src.state import indexing
+    bad = []
+    for direction, smem, gmem in self.copies:
+      if any(type(t).__name__ == "UnswizzleRef"
+             for t in getattr(smem, "transforms", ())):
+        continue  # a TMA tensor-map copy: each dimension clipped
+      for t in getattr(gmem, "transforms", ()):
+        if not isinstance(t, indexing.NDIndexer):
+          continue
+        for d, idx in enumerate(t.indices):
+          if isinstance(idx, indexing.Slice) and (
+              t.shape[d] % idx.size
+              or (isinstance(idx.start, int) and idx.start % idx.size)):
+            bad.append(f"{direction}: dim {d} of {t.shape}, slices of "
+                       f"{idx.size} from {idx.start}")
+    return sorted(set(bad))
+
+
+@pytest.fixture
+def whole_copy_slices(monkeypatch):
+  """Records the Mosaic GPU copies (``plgpu.copy_smem_to_gmem`` /
+  ``copy_gmem_to_smem``) of what the test lowers; ``.unclipped()`` lists
+  those that could run past their arrays natively, which interpret mode
+  cannot show."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  rec = _CopySlices()
+  for name, direction in (("copy_smem_to_gmem", "store"),
+                          ("copy_gmem_to_smem", "load")):
+    real = getattr(plgpu, name)
+
+    def recorded(src, dst, *args, _real=real, _dir=direction, **kwargs):
+      rec.copies.append((_dir, *((src, dst) if _dir == "store"
+                                 else (dst, src))))
+      return _real(src, dst, *args, **kwargs)
+    monkeypatch.setattr(plgpu, name, recorded)
+  return rec
+
+
 def xdist_order(seconds: list[float], workers: int) -> list[int]:
   """An order of tests (indices into ``seconds``) for ``workers`` xdist
   workers: longest first, dealt into the contiguous blocks that xdist's

@@ -252,10 +252,11 @@ def _lower(fn, *args):
 
 @pytest.mark.parametrize("h,causal", [(64, False), (64, True), (128, False),
                                       (128, True), (256, False)])
-def test_default_hopper_path_lowers_to_fp8_wgmma(hopper, monkeypatch, h,
-                                                 causal):
+def test_default_hopper_path_lowers_to_fp8_wgmma(hopper, monkeypatch,
+                                                 whole_copy_slices, h, causal):
   """implementation=None on a Hopper: the Mosaic kernel, both GEMMs e4m3
-  wgmma (lowered for CUDA on any machine; the device check is patched)."""
+  wgmma (lowered for CUDA on any machine; the device check is patched); no
+  unswizzled copy overhangs its array (T = 1000, conftest)."""
   real_check = mosaic_forward.check_supported
   monkeypatch.setattr(
       mosaic_forward, "check_supported",
@@ -267,6 +268,7 @@ def test_default_hopper_path_lowers_to_fp8_wgmma(hopper, monkeypatch, h,
   assert "pallas_flash_mosaic_fwd" in text
   wgmmas = set(t for t in text.split() if t.startswith("wgmma.mma_async"))
   assert wgmmas and all(w.endswith(".f32.e4m3.e4m3") for w in wgmmas), wgmmas
+  assert whole_copy_slices.copies and not whole_copy_slices.unclipped()
 
 
 @pytest.mark.parametrize("extra", ["alibi", "dropout", "bias"])

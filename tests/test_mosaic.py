@@ -645,16 +645,21 @@ def _lowering_call(h, causal, config, extra, b=2, t=1000):
 
 
 @pytest.mark.parametrize("h,causal,config,extra", LOWERINGS, ids=str)
-def test_lowers_for_cuda(monkeypatch, h, causal, config, extra):
+def test_lowers_for_cuda(monkeypatch, whole_copy_slices, h, causal, config,
+                         extra):
   """The Pallas -> Mosaic GPU lowering, which interpret mode skips, runs on
   any machine: lower the kernel for CUDA without a GPU (it caught a constant
-  loop operand that only the GPU rejected)."""
+  loop operand that only the GPU rejected).  T = 1000 is no whole number of
+  tiles: no unswizzled copy may overhang its array (conftest's
+  ``whole_copy_slices``)."""
   monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
   monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
   arrays, params = _lowering_call(h, causal, config, extra)
   q = jax.ShapeDtypeStruct((2, 1000, 4, h), jnp.bfloat16)
   f = jax.jit(lambda q: mosaic_forward.forward(q, q, q, arrays, params))
   f.trace(q).lower(lowering_platforms=("cuda",))
+  assert whole_copy_slices.copies, "no copy recorded"
+  assert not whole_copy_slices.unclipped()
 
 
 # --------------------------------------------------------------------------
@@ -1500,8 +1505,10 @@ BACKWARD_LOWERINGS = [  # (head dim, causal, backward config, extra masking)
 
 
 @pytest.mark.parametrize("h,causal,config,extra", BACKWARD_LOWERINGS, ids=str)
-def test_backward_lowers_for_cuda(monkeypatch, h, causal, config, extra):
-  """The backward's Pallas -> Mosaic GPU lowering on any machine (GQA 4/2)."""
+def test_backward_lowers_for_cuda(monkeypatch, whole_copy_slices, h, causal,
+                                  config, extra):
+  """The backward's Pallas -> Mosaic GPU lowering on any machine (GQA 4/2),
+  no unswizzled copy overhanging its array (T = 1000)."""
   monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
   b, t = 2, 1000
   arrays, params = _lowering_call(h, causal, MosaicConfig(backward=config),
@@ -1512,6 +1519,8 @@ def test_backward_lowers_for_cuda(monkeypatch, h, causal, config, extra):
   f = jax.jit(lambda q, k, v, o, lse, do: mosaic_backward.backward(
       q, k, v, arrays, o, lse, do, params))
   f.trace(q, kv, kv, q, lse, q).lower(lowering_platforms=("cuda",))
+  assert whole_copy_slices.copies, "no copy recorded"
+  assert not whole_copy_slices.unclipped()
 
 
 BIAS_BACKWARD_LOWERINGS = [  # (head dim, causal, config, extra, dbias)
@@ -1529,8 +1538,8 @@ BIAS_BACKWARD_LOWERINGS = [  # (head dim, causal, config, extra, dbias)
 
 @pytest.mark.parametrize("h,causal,config,extra,dbias",
                          BIAS_BACKWARD_LOWERINGS, ids=str)
-def test_backward_with_bias_lowers_for_cuda(monkeypatch, h, causal, config,
-                                            extra, dbias):
+def test_backward_with_bias_lowers_for_cuda(monkeypatch, whole_copy_slices,
+                                            h, causal, config, extra, dbias):
   """The backward with a [1, N, T, S] bias (and dbias) lowers for CUDA on
   any machine (GQA 4/2): the transposed bias loads of the dK/dV kernel
   (``ldmatrix.trans``), the dQ kernel's dbias TMA stores."""
@@ -1549,6 +1558,7 @@ def test_backward_with_bias_lowers_for_cuda(monkeypatch, h, causal, config,
   names = [name for name, _ in mosaic_modules.kernel_modules(text)]
   assert names == ["pallas_flash_mosaic_dkdv_mosaic_gpu",
                    "pallas_flash_mosaic_dq_mosaic_gpu"], names
+  assert not whole_copy_slices.unclipped()
 
 
 def test_public_path_with_bias_lowers_for_cuda(monkeypatch):
