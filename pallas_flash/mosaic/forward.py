@@ -926,11 +926,11 @@ class BiasRing:
 
   @classmethod
   def operand(cls, bias, tp: int, sp: int):
-    """The kernel's bias operand: the bias itself (``in_place``), else
-    [Bb, Nb, Tp, Sp] zero-padded."""
-    _, _, t, s = bias.shape
-    if (t, s) == (tp, sp) or cls.in_place(bias):
+    """The kernel's bias operand: the bias itself (``in_place``, which
+    whole kernel tiles always are), else [Bb, Nb, Tp, Sp] zero-padded."""
+    if cls.in_place(bias):
       return bias
+    _, _, t, s = bias.shape
     return jnp.pad(bias, ((0, 0), (0, 0), (0, tp - t), (0, sp - s)))
 
 
