@@ -1679,3 +1679,27 @@ def test_bias_not_padded_at_aligned_lengths(monkeypatch, h):
     pads = [line for line in text.splitlines()
             if "stablehlo.pad" in line and f"1x2x{t}x{t}xbf16" in line]
     assert not pads, (h, causal, t, pads[0][:200])
+
+
+def test_forward_copies_no_rows_when_t_is_whole_8_row_tiles(monkeypatch):
+  """With T a multiple of 8 the Mosaic forward takes q and out at T rows
+  (TMA reads the rows past T as zeros and drops their stores): no pad of q
+  and no slice of out in XLA, also where T is no whole number of CTA tiles
+  (d64 / d128 non-causal at 16k keys: 192-row tiles; T = 1000).  LSE keeps
+  whole CTA tiles (16512 rows there): its plain bulk stores would run on
+  into the next head's rows (natively only; forward.forward's comment)."""
+  import pallas_flash as pf
+  from tools import first_call
+  monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
+  for h, t, s in ((64, 16384, 16384), (128, 16384, 16384), (128, 1000, 1024)):
+    x = jax.ShapeDtypeStruct((1, t, 2, h), jnp.bfloat16)
+    kv = jax.ShapeDtypeStruct((1, s, 2, h), jnp.bfloat16)
+    text = first_call.lowered_for_hopper(
+        lambda q, k, v: pf.flash_attention(q, k, v), x, kv, kv)[2].as_text()
+    assert "pallas_flash_mosaic_fwd" in text, (h, t)
+    copies = [line for line in text.splitlines()
+              if ("stablehlo.pad" in line or "stablehlo.slice" in line)
+              and f"1x{t}x2x{h}xbf16" in line]
+    assert not copies, (h, t, copies[0][:200])
+    if t == 16384:
+      assert "1x2x16512xf32" in text, h  # the kernel's LSE, whole tiles

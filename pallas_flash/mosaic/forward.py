@@ -1702,9 +1702,16 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams,
   num_q_tiles, num_kv_tiles = tp // rows, sp // bk
 
   # Zero padding: head dim (q.k and p.v unchanged, extra columns sliced off),
-  # T (rows sliced off), S (keys past kv_len are masked).
-  if (tp, hp) != (t, h):
-    q = jnp.pad(q, ((0, 0), (0, tp - t), (0, 0), (0, hp - h)))
+  # T (rows sliced off), S (keys past kv_len are masked).  T in whole 8-row
+  # tiles is not padded: TMA reads the query rows past T as zeros and drops
+  # their O stores (its tiled copies clip each dim; Mosaic GPU's copies take
+  # T in whole 8-row tiles).  LSE keeps tp rows: its unswizzled [bq] f32
+  # stores are contiguous, and Mosaic GPU issues those as a plain bulk copy
+  # bounded only by the whole array's end, so rows past T would land in the
+  # next head's (interpret mode clips them per dim and cannot show it).
+  tq = t if t % 8 == 0 else tp  # the rows of q and out
+  if (tq, hp) != (t, h):
+    q = jnp.pad(q, ((0, 0), (0, tq - t), (0, 0), (0, hp - h)))
   if (sp, hp) != (s, h):
     k = jnp.pad(k, ((0, 0), (0, sp - s), (0, 0), (0, hp - h)))
     v = jnp.pad(v, ((0, 0), (0, sp - s), (0, 0), (0, hp - h)))
@@ -1771,7 +1778,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams,
     grid_names = tuple(name for name, _ in order)
   out, lse = plgpu.kernel(
       kernel,
-      out_type=(jax.ShapeDtypeStruct((b, tp, n, hp),
+      out_type=(jax.ShapeDtypeStruct((b, tq, n, hp),
                                      jnp.bfloat16 if fp8 else q.dtype),
                 jax.ShapeDtypeStruct((b, n, tp), jnp.float32)),
       grid=grid,
