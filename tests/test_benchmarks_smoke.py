@@ -523,7 +523,8 @@ def test_mosaic_bench_fp8_arguments_and_cells():
     for _, _, cfg in kept[1:]:
       assert cfg.smem_bytes(h, fp8=True) <= 227 * 1024
     (_, reason), = mb.fitting_configs(
-        h, causal, t, [{"num_stages": 3, "block_kv": 256}], fp8=True)[1]
+        h, causal, t, [{"num_stages": 3, "block_kv": 256, "consumers": 2}],
+        fp8=True)[1]
     assert "needs 247296 bytes of shared memory" in reason
   # variants that differ only in a field the config's short name does not
   # spell (reduce_ilp) keep one name each, so each is timed
@@ -559,7 +560,7 @@ def test_mosaic_bench_fp8_checks_times_and_skips(monkeypatch):
 
   variants = [mb.parse_variant(v) for v in (
       "block_kv=256", "block_kv=256,overlap_softmax=True",
-      "num_stages=3,block_kv=256", "block_kv=64", "consumers=3")]
+      "num_stages=3,block_kv=256", "block_kv=64", "persistent=True")]
   (r,) = mb.bench_fp8(variants, cells=[(128, 256, True)], reps=2,
                       min_ms=0.0, tokens=512, hidden=256)
   base = MosaicConfig.default(128, True, kv_seqlen=256, fp8=True)
@@ -577,10 +578,10 @@ def test_mosaic_bench_fp8_checks_times_and_skips(monkeypatch):
   assert names[2] not in r
   reasons = dict(r["skipped"])
   assert list(reasons) == ["num_stages=3,block_kv=256", "block_kv=64",
-                           "consumers=3"]
-  assert "247296 bytes of shared memory" in reasons["num_stages=3,block_kv=256"]
+                           "persistent=True"]
+  assert "272128 bytes of shared memory" in reasons["num_stages=3,block_kv=256"]
   assert "multiple of 128" in reasons["block_kv=64"]
-  assert "persistent=True is not supported" in reasons["consumers=3"]
+  assert "persistent=True is not supported" in reasons["persistent=True"]
   if "cudnn-fp8" in r:  # a Hopper GPU: paired ratios to cuDNN fp8
     assert set(r["paired"]) == set(names[:2])
   else:
@@ -588,7 +589,7 @@ def test_mosaic_bench_fp8_checks_times_and_skips(monkeypatch):
   table = mb.table([r])
   assert "| d128 S256 C fp8 | 2x2 |" in table
   assert "| d128 S256 C fp8 | block_kv=64 | - |" in table
-  assert "skipped: bk256s3h4MP needs 247296 bytes" in table
+  assert "skipped: bk256s3hMc3 needs 272128 bytes" in table
   assert "wrong: rel err vs f32" in table
 
 

@@ -33,9 +33,11 @@ def report(*args: str) -> subprocess.CompletedProcess:
     # every head-dim entry's forward and backward, bf16 and fp8 (forward)
     ("--head-dims", "64,128,256", "--seqlens", "4096",
      "--features", "plain,fp8"),
-    # fp8 with the softmax overlap (not a default; C7513 until 2026-11-29)
+    # fp8 with the softmax overlap on two persistent consumers (not a
+    # default; C7513 until 2026-11-29; three consumers spill with it)
     ("--head-dims", "128", "--seqlens", "4096", "--features", "fp8",
-     "--variant", "fwd.overlap_softmax=True,fwd.block_kv=128"),
+     "--variant", "fwd.overlap_softmax=True,fwd.block_kv=128,fwd.consumers=2,"
+     "fwd.persistent=True"),
 ], ids=["defaults", "fp8-overlap"])
 def test_no_kernel_serializes_its_wgmmas(args):
   run = report(*args)

@@ -265,12 +265,19 @@ class MosaicConfig:
     fp8 (float8_e4m3fn q, k, v): block_kv at least 128 (V^T's
     [H, block_kv] tiles are swizzled by 128 bytes along the keys) and no
     softmax overlap at any head dim (d256: O's 128 f32 registers per thread
-    and two 64 x 128 score tiles would exceed 232).  d128 non-causal below
-    the three-consumer rule's 16k: block_kv=256; d64 non-causal: the
-    three-consumer S16k entry at every length.  H200, 2026-11-28
-    (benchmarks.mosaic_bench --dtype fp8, forward, ours / cuDNN fp8 paired
-    medians in one process): d128 S4k N 0.695 with the bf16 entry, 0.867
-    without the overlap, 0.960 with block_kv=256 too; S4k C 0.705 -> 0.873
+    and two 64 x 128 score tiles would exceed 232).  d128, causal or not,
+    at every length: three consumers, block_kv=128, not persistent (where
+    ALiBi, a window or every tile masked keep two: non-causal block_kv=256);
+    d64 non-causal: the three-consumer S16k entry at every length.  H200,
+    2026-11-30, after the forward stopped padding q to whole 192-row tiles
+    (benchmarks.mosaic_bench --dtype fp8 --variant, ours / cuDNN fp8, two
+    runs): d128 S4k N 0.924 / 0.945 -> 0.974 / 0.993, S4k C 0.862 / 0.854
+    -> 0.900 / 0.896, S16k C 0.927 / 0.939 -> 1.086 / 1.064; with three
+    stages, heads_inner flipped or masked_first=False within noise of it.
+    Before (2026-11-28, q still padded; benchmarks.mosaic_bench --dtype
+    fp8, forward, ours / cuDNN fp8 paired medians in one process): d128
+    S4k N 0.695 with the bf16 entry, 0.867 without the overlap, 0.960 with
+    block_kv=256 too; S4k C 0.705 -> 0.873
     (block_kv=256 0.861); S16k C 0.770 -> 1.012 (three consumers 1.023);
     S16k N (three consumers, no overlap already) 0.968; d64 S4k N 0.911 ->
     0.953 with three consumers (S16k 1.066 either way).  Those overlap
@@ -323,7 +330,10 @@ class MosaicConfig:
     if fp8:
       cfg = dataclasses.replace(cfg, block_kv=max(cfg.block_kv, 128),
                                 overlap_softmax=False)
-      if key == (128, False) and cfg.consumers == 2:
+      if key[0] == 128 and three_fit:
+        cfg = dataclasses.replace(cfg, consumers=3, block_kv=128,
+                                  persistent=False)
+      elif key == (128, False):
         cfg = dataclasses.replace(cfg, block_kv=256)
       if key == (64, False):
         cfg = dataclasses.replace(cfg, block_kv=128, consumers=3,
