@@ -47,9 +47,10 @@ as int8 tiles) element-wise; with segment ids or a dense mask every visited
 tile is masked and leading / trailing tiles with no visible pair are skipped.
 The visiting order (``MosaicConfig.masked_first``) is a per-head-dim choice
 of the config table.
-Ragged T and S
-are padded inside the wrapper to whole tiles; padded keys lie beyond
-``kv_len`` and padded rows are sliced off, so results are exact.
+Ragged S is padded inside the wrapper to whole tiles (padded keys lie
+beyond ``kv_len``); so is T unless it is whole 8-row tiles, where TMA reads
+q's rows past T as zeros and drops O's stores there (LSE always has whole
+tiles: ``forward``).  Padded rows are sliced off, so results are exact.
 """
 from __future__ import annotations
 
