@@ -97,7 +97,8 @@ def variant_config(h, causal, t, v, dropout=0.0, bias=False,
   ``with_bias``, a bf16 bias's, since an explicit config is not adapted
   to the bias)."""
   fwd_cfg = MosaicConfig.default(h, causal, kv_seqlen=t,
-                                 dropout=dropout > 0.0, alibi=alibi)
+                                 dropout=dropout > 0.0, alibi=alibi,
+                                 bias=bias)
   bwd_cfg = MosaicBackwardConfig.default(h, causal, dropout > 0.0,
                                          alibi=alibi)
   if bias:

@@ -116,6 +116,10 @@ CASES = [
       config=MosaicConfig(consumers=3)),
     M("3 consumers d128 ragged", t=130, s=200, h=128, kv_lengths=(150,),
       config=MosaicConfig(consumers=3)),
+    # A CTA whose consumers 1 and 2 hold only rows past T (T = 192 + 8):
+    # they take their turns and release their slots without computing.
+    M("3 consumers, two idle in the last tile, causal", t=200, s=256,
+      causal=True, bottom_right=True, config=MosaicConfig(consumers=3)),
     # Dropout: exact against the reference's keep bits (the same rng; the
     # plain path's bits: test_dropout_bits_identical_to_helper_and_triton).
     M("dropout d128 persistent softmax overlap alibi lengths", b=2, h=128,
@@ -294,8 +298,9 @@ def test_config_default_row_tree_only_where_measured():
   d = MosaicConfig.default
   assert d(128, False, kv_seqlen=4096).row_tree == 8
   assert d(128, True, kv_seqlen=4096).row_tree == 8
-  assert d(64, False, kv_seqlen=4096).row_tree == 32
-  for cfg in (d(64, True, kv_seqlen=4096), d(64, False, kv_seqlen=16384),
+  assert d(64, False, kv_seqlen=2048).row_tree == 32
+  for cfg in (d(64, True, kv_seqlen=4096), d(64, False, kv_seqlen=4096),
+              d(64, False, kv_seqlen=16384),
               d(128, False, kv_seqlen=16384), d(256, False, kv_seqlen=4096),
               d(128, False, kv_seqlen=4096, fp8=True),
               d(128, False, kv_seqlen=4096, dropout=True),
@@ -345,14 +350,15 @@ def test_config_default_d128_dropout_turns_the_softmax_overlap_off():
   assert MosaicConfig.default(256, False, dropout=True).overlap_softmax
 
 
-def test_config_default_d128_causal_long_dropout_takes_three_consumers():
+def test_config_default_d128_causal_long_takes_three_consumers():
   for t in (16384, 32768):
-    long = MosaicConfig.default(128, True, kv_seqlen=t, q_seqlen=t,
-                                dropout=True)
-    assert long.consumers == 3 and not long.persistent
-    assert not long.overlap_softmax and long.smem_bytes(128) <= 227 * 1024
+    for dropout in (False, True):
+      long = MosaicConfig.default(128, True, kv_seqlen=t, q_seqlen=t,
+                                  dropout=dropout)
+      assert long.consumers == 3 and not long.persistent
+      assert not long.overlap_softmax and long.smem_bytes(128) <= 227 * 1024
   for t, s, dropout in ((8192, 8192, True), (4096, 32768, True),
-                        (32768, 32768, False)):
+                        (4096, 4096, False)):
     cfg = MosaicConfig.default(128, True, kv_seqlen=s, q_seqlen=t,
                                dropout=dropout)
     assert cfg.consumers == 2 and cfg.persistent, (t, s, dropout)
@@ -361,6 +367,30 @@ def test_config_default_d128_causal_long_dropout_takes_three_consumers():
     cfg = MosaicConfig.default(128, True, kv_seqlen=32768, q_seqlen=32768,
                                dropout=True, **other)
     assert cfg.consumers == 2, other
+  # a bias keeps the earlier rule: three consumers only with dropout
+  assert MosaicConfig.default(128, True, kv_seqlen=16384,
+                              bias=True).consumers == 2
+
+
+def test_config_default_d64_three_consumers_from_4096():
+  """d64 from the shorter sequence's 4096 (MosaicConfig.default's
+  2026-11-30 measurements): three consumers, block_kv 128, not persistent;
+  two with a feature the rule was not measured with."""
+  d = MosaicConfig.default
+  for causal in (False, True):
+    for t in (4096, 16384):
+      for fp8 in (False, True):
+        cfg = d(64, causal, kv_seqlen=t, q_seqlen=t, fp8=fp8)
+        assert (cfg.consumers, cfg.block_kv, cfg.persistent) == (
+            3, 128, False), (causal, t, fp8, cfg)
+        assert cfg.smem_bytes(64) <= 227 * 1024
+    assert d(64, causal, kv_seqlen=2048).consumers == 2
+    assert d(64, causal, kv_seqlen=4096, q_seqlen=2048).consumers == 2
+    for other in (dict(dropout=True), dict(alibi=True), dict(window=True),
+                  dict(every_tile_masked=True), dict(bias=True)):
+      assert d(64, causal, kv_seqlen=4096, **other).consumers == 2, other
+  causal_bias = d(64, True, kv_seqlen=4096, bias=True)
+  assert causal_bias.persistent and causal_bias.block_kv == 128
 
 
 def test_backward_config_default_d128_by_dropout_and_alibi():
@@ -449,16 +479,19 @@ def test_config_default_causal_persistent_sorts_items_longest_first():
     assert not cfg.persistent or cfg.heads_inner, (h, cfg)
 
 
-def test_config_default_d64_causal_long_sequences_take_wide_tiles():
-  assert MosaicConfig.default(64, True, kv_seqlen=4096).block_kv == 128
-  assert MosaicConfig.default(64, True, kv_seqlen=16384).block_kv == 256
-  assert MosaicConfig.default(128, True, kv_seqlen=16384).block_kv == 128
+def test_config_default_d64_causal_two_consumers_long_take_wide_tiles():
+  d = MosaicConfig.default
+  assert d(64, True, kv_seqlen=2048).block_kv == 128
+  assert d(64, True, kv_seqlen=16384, dropout=True).block_kv == 256
+  assert d(128, True, kv_seqlen=16384).block_kv == 128
 
 
 def test_config_default_d64_long_non_causal_takes_three_consumers():
-  assert MosaicConfig.default(64, False, kv_seqlen=4096).consumers == 2
-  assert MosaicConfig.default(64, False, kv_seqlen=16384).consumers == 3
-  assert MosaicConfig.default(64, True, kv_seqlen=16384).consumers == 2
+  d = MosaicConfig.default
+  assert d(64, False, kv_seqlen=2048).consumers == 2
+  # kv_seqlen >= 16384 with any feature (the rule before 2026-11-30)
+  assert d(64, False, kv_seqlen=16384, q_seqlen=1024).consumers == 3
+  assert d(64, False, kv_seqlen=16384, dropout=True).consumers == 3
 
 
 def test_config_default_d128_long_non_causal_takes_three_consumers():
@@ -470,7 +503,6 @@ def test_config_default_d128_long_non_causal_takes_three_consumers():
                               q_seqlen=16384).consumers == 3
   assert MosaicConfig.default(128, False, kv_seqlen=16384,
                               q_seqlen=512).consumers == 2  # short queries
-  assert MosaicConfig.default(128, True, kv_seqlen=16384).consumers == 2
   # not where three consumers measured slower (config.py: ALiBi, a sliding
   # window, every tile masked); with dropout they are faster (run 75)
   for kw in (dict(alibi=True), dict(window=True),
@@ -845,7 +877,8 @@ def test_config_with_bias_fits_smem():
   and three stages; non-causal d128 drops it."""
   for h, causal, s in itertools.product((64, 128, 256), (False, True),
                                         (4096, 16384)):
-    cfg = MosaicConfig.default(h, causal, kv_seqlen=s, q_seqlen=s)
+    cfg = MosaicConfig.default(h, causal, kv_seqlen=s, q_seqlen=s,
+                               bias=True)
     fitted = cfg.with_bias(h, causal=causal)
     assert fitted.smem_bytes(h, bias_itemsize=2) <= 227 * 1024, (h, causal)
     assert fitted.smem_bytes(h, bias_itemsize=2) == (

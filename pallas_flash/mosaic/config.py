@@ -201,17 +201,34 @@ class MosaicConfig:
               every_tile_masked: bool = False,
               kv_seqlen: int = 0, dropout: bool = False,
               q_seqlen: int = 0, alibi: bool = False,
-              window: bool = False, fp8: bool = False) -> "MosaicConfig":
+              window: bool = False, fp8: bool = False,
+              bias: bool = False) -> "MosaicConfig":
     """The tuned entry for a (padded) head dim (docs/design.md; the runs
     named below are in the history at commit 29bf24f).
 
-    kv_seqlen >= 16384 with d64 causal: block_kv=256 (S16k: 468 vs 434
-    TFLOP/s for 128 in run 9, 458 vs 443 in session 1 run 3; at S4k 128 is
-    as fast or faster, where the diagonal tile wastes more of a wide tile).
-
-    kv_seqlen >= 16384 with d64 non-causal: three consumers, block_kv=128
-    (session 4 run D: S16k 491 vs 464; at S4k 426 vs 445, where a 192-row
-    CTA pads 4096 rows to 4224 and the CTAs are four times shorter).
+    Three consumers, block_kv=128, not persistent, where the shorter
+    sequence is >= 4096 at d64 (non-causal: or kv_seqlen >= 16384 with any
+    feature, as before) and >= 16384 at d128 causal (there also no softmax
+    overlap), without dropout, ALiBi, a window, every tile masked or a
+    bias (``bias``: the ring takes the third consumer away again,
+    ``with_bias``); with those, the rules from before 2026-11-30 (d128
+    causal: three with dropout).  Since 2026-11-30 a
+    three-consumer CTA (192 rows) skips the steps a consumer has no visible
+    score in (``forward._attention_kernel``'s ``idle_step``: rows past
+    T, causal tiles past its rows' diagonal); before, the d64 S4k cells
+    lost with three (S4k N 426 vs 445 TFLOP/s, session 4 run D; S4k C
+    1.044 vs 1.073 of cuDNN).  H200, 2026-11-30 (benchmarks.mosaic_bench,
+    forward, ours / the faster of cuDNN and tokamax, this rule against
+    main fa9eea1's two consumers in separate processes): d64 S4k C 1.10 vs
+    1.03, S8k C 1.21 vs 1.04, S16k C 1.16 vs 1.09 (S2k C level: 1.022 vs
+    1.028 default, not taken), S4k N 1.10 vs 1.04, S8k N 1.13 vs 1.05
+    (row_tree=32 beside three consumers: 1.055 vs 1.073 at S4k N, not
+    taken); d128 S16k C 1.239 vs 1.195 of cuDNN (S4k C 1.179 vs 1.208, not
+    taken); fp8 d64 S4k C 1.118 vs 1.016 of cuDNN fp8.  With block_kv=256
+    three d64 consumers fail to compile (Mosaic GPU pass pipeline).
+    Where two consumers stay, d64 causal takes block_kv=256 from
+    kv_seqlen >= 16384 (S16k: 468 vs 434 TFLOP/s for 128 in run 9, 458 vs
+    443 in session 1 run 3).
 
     every_tile_masked (segment ids or a dense mask): no softmax overlap and
     not persistent, the config measured there.  The packed-documents cell
@@ -249,8 +266,9 @@ class MosaicConfig:
     paired keep bits (run 75, 2026-11-24): 516 vs 455, 488 vs 429 (S4k N /
     C), 525 vs 464 (S16k C).  Not measured at d256, which keeps it.
 
-    dropout at d128 causal with q_seqlen and kv_seqlen >= 16384: three
-    consumers, not persistent (no softmax overlap, as above).  H100,
+    dropout at d128 causal with q_seqlen and kv_seqlen >= 16384 (three
+    consumers since run 153, with or without dropout since 2026-11-30,
+    above).  H100,
     2026-11-24, run 106 (forward / fwd+bwd TFLOP/s with dropout 0.1, three
     against two consumers, one process): S32k 556 / 417 vs 489 / 411, S128k
     584 / 446 vs 526 / 436; S16k 517 / 402 vs 489 / 410 and S8k 436 / 382
@@ -312,12 +330,17 @@ class MosaicConfig:
     cfg = _TABLE[key]
     if key == (64, True) and kv_seqlen >= 16384:
       cfg = dataclasses.replace(cfg, block_kv=256)
-    if key == (64, False) and kv_seqlen >= 16384:
-      cfg = dataclasses.replace(cfg, block_kv=128, consumers=3)
-    # d128's three-consumer rules (below): the shorter sequence decides, and
-    # ALiBi, a window or every tile masked keep two consumers
+    # the three-consumer rules: the shorter sequence decides, and ALiBi, a
+    # window or every tile masked keep two consumers
     shorter = min(q_seqlen or kv_seqlen, kv_seqlen)  # (0: unknown)
     three_fit = not (alibi or window or every_tile_masked)
+    plain_three = three_fit and not (dropout or bias)  # (2026-11-30 rules)
+    if key == (64, False) and (kv_seqlen >= 16384
+                               or (shorter >= 4096 and plain_three)):
+      cfg = dataclasses.replace(cfg, block_kv=128, consumers=3)
+    if key == (64, True) and shorter >= 4096 and plain_three:
+      cfg = dataclasses.replace(cfg, block_kv=128, consumers=3,
+                                persistent=False)
     if key == (128, False) and shorter >= 16384 and three_fit:
       cfg = dataclasses.replace(cfg, consumers=3, persistent=False,
                                 overlap_softmax=False)
@@ -325,8 +348,10 @@ class MosaicConfig:
       cfg = dataclasses.replace(cfg, overlap_softmax=False, persistent=False)
     if dropout and key[0] == 128:
       cfg = dataclasses.replace(cfg, overlap_softmax=False)
-    if dropout and key == (128, True) and shorter >= 16384 and three_fit:
-      cfg = dataclasses.replace(cfg, consumers=3, persistent=False)
+    if (key == (128, True) and shorter >= 16384 and three_fit
+        and (dropout or not bias)):
+      cfg = dataclasses.replace(cfg, consumers=3, persistent=False,
+                                overlap_softmax=False)
     if fp8:
       cfg = dataclasses.replace(cfg, block_kv=max(cfg.block_kv, 128),
                                 overlap_softmax=False)

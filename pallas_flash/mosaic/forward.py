@@ -141,7 +141,8 @@ def _config(params: KernelParams, q, k,
   cfg = MosaicConfig.default(
       hp, spec.is_causal, spec.needs_elementwise, k.shape[1],
       dropout=params.dropout_rate > 0.0, q_seqlen=q.shape[1], alibi=alibi,
-      window=spec.window is not None, fp8=fp8)
+      window=spec.window is not None, fp8=fp8,
+      bias=bool(bias_itemsize(arrays)))
   if bias_itemsize(arrays):  # room for the bias ring
     cfg = cfg.with_bias(hp, bias_itemsize(arrays), spec.is_causal)
   return hp, cfg
@@ -330,9 +331,13 @@ class Item:
                   self.full_first + (j - self.n_masked)))
 
 
-def run_steps(item: Item, step, carry, alibi_tiles=None):
+def run_steps(item: Item, step, carry, alibi_tiles=None, idle=None):
   """The item's steps in its visiting order (``Item``): masked edge tiles
   and plain full tiles, ``step(j, carry, masked=...)``.
+
+  ``idle`` (last_tile, idle_step): the trailing masked tiles past kv tile
+  ``last_tile`` (one consumer's causal bound) run ``idle_step(j, carry)``
+  instead (in ascending order they are the trailing steps' last ones).
 
   ``alibi_tiles`` (non-causal ALiBi, ``alibi_split``): (t_a, t_b, side_a,
   side_b): plain tiles below t_a lie on side side_a of the diagonal, those
@@ -346,9 +351,20 @@ def run_steps(item: Item, step, carry, alibi_tiles=None):
   if item.masked_first:  # plain steps [lo, hi) visit full_first.. in order
     lo, hi = item.n_masked, item.n_steps
     before, after = [(0, lo, masked_step)], []
+    trailing = (item.n_lead, lo, item.full_last)  # steps, their first tile
   else:
     lo, hi = item.n_lead, item.n_full_end
     before, after = [(0, lo, masked_step)], [(hi, item.n_steps, masked_step)]
+    trailing = (hi, item.n_steps, item.full_last)
+  if idle is not None:  # split the trailing masked steps at the bound
+    last_tile, idle_step = idle
+    a, b, tile0 = trailing
+    k = jnp.clip(a + last_tile + 1 - tile0, a, b)
+    split = [(a, k, masked_step), (k, b, idle_step)]
+    if item.masked_first:
+      before = [(0, a, masked_step)] + split
+    else:
+      after = split
   plain = [(lo, hi, plain_step)]
   if alibi_tiles is not None:
     t_a, t_b, side_a, side_b = alibi_tiles
@@ -1434,8 +1450,51 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
           # it once per step; the last one's passes are one fewer than the
           # takes of consumer 0, the others' make up with a pass at the end.
           pl.when(wg != 0)(sync.take_turn)
-          acc, m_i, l_i = run_steps(item, step, (acc, m_i, l_i),
-                                    alibi_tiles)
+
+          def idle_step(j, carry):
+            """A step with no visible score for this consumer: every step
+            where its rows all lie past the item's q_len (a CTA's last q
+            tile when T is not whole C * bq tiles, or lengths), causal
+            tiles past its rows' diagonal.  No GEMM, no softmax: the
+            step's turns and slot releases, each after its slot's copy
+            landed (that copy's load waited for the slot's previous
+            release to complete, so the arrival joins this step's), and
+            the TMA waits of ``step`` (later items' barrier phases in a
+            persistent kernel)."""
+            slot = slot_of(j)
+            sync.pass_turn()
+            sync.release(0, slot)
+            plgpu.barrier_wait(v_bars.at[slot])
+            if drop is not None:  # (its column keys come with V)
+              plgpu.barrier_wait(key_bars.at[slot])
+            sync.take_turn()
+            pl.when(j + 1 < n_steps)(
+                lambda: plgpu.barrier_wait(k_bars.at[slot_of(j + 1)]))
+            sync.release(1, slot)
+            return carry
+
+          # Only three consumers skip: a 192-row CTA leaves whole consumers
+          # past T (4096 = 21 x 192 + 64) and its consumers' diagonals fall
+          # in different kv tiles; two (128 rows) skip nothing at T a
+          # multiple of 128, and the branch cost them 0.5-1.6% (H200).
+          skip = consumers == 3 and ring is None  # (not the bias ring's)
+
+          def steps(carry):
+            # causal: the trailing masked tiles past this consumer's last
+            # visible key (its rows' diagonal) hold no visible score
+            last_tile = (q_base + bq - 1 + item.offset) // bk
+            return run_steps(item, step, carry, alibi_tiles,
+                             (last_tile, idle_step) if spec.is_causal
+                             and skip else None)
+
+          if skip:
+            # (the idle branch first: Pallas lowers branches[0] twice)
+            acc, m_i, l_i = lax.cond(
+                q_base < item.q_len, steps,
+                lambda carry: lax.fori_loop(0, n_steps, idle_step, carry),
+                (acc, m_i, l_i))
+          else:
+            acc, m_i, l_i = steps((acc, m_i, l_i))
           load_next_q()
           pl.when(wg != last_wg)(sync.pass_turn)  # the next one's last take
           if num_ctas:  # two consumers (MosaicConfig)
