@@ -120,6 +120,12 @@ CASES = [
     # they take their turns and release their slots without computing.
     M("3 consumers, two idle in the last tile, causal", t=200, s=256,
       causal=True, bottom_right=True, config=MosaicConfig(consumers=3)),
+    # The d64 causal default from T = S = 4096 on (three consumers, heads
+    # inner, not persistent; 2026-11-30), on fewer rows: idle consumers in
+    # the last tile and past each one's diagonal, an empty row block.
+    M("d64 S4k causal default 3 consumers ragged", b=2, t=200, s=264, n=2,
+      k=1, causal=True, q_lengths=(200, 70), kv_lengths=(264, 100),
+      config=MosaicConfig.default(64, True, kv_seqlen=4096, q_seqlen=4096)),
     # Dropout: exact against the reference's keep bits (the same rng; the
     # plain path's bits: test_dropout_bits_identical_to_helper_and_triton).
     M("dropout d128 persistent softmax overlap alibi lengths", b=2, h=128,
