@@ -203,128 +203,33 @@ class MosaicConfig:
               q_seqlen: int = 0, alibi: bool = False,
               window: bool = False, fp8: bool = False,
               bias: bool = False) -> "MosaicConfig":
-    """The tuned entry for a (padded) head dim (docs/design.md; the runs
-    named below are in the history at commit 29bf24f).
+    """The tuned entry for a (padded) head dim and the call's features.
+    The figures behind each rule are in docs/design.md ("The forward config
+    table", "The fp8 forward", "Row max and row sum"); the runs named there
+    are in the history at commit 29bf24f.
 
-    Three consumers, block_kv=128, not persistent, where the shorter
-    sequence is >= 4096 at d64 (non-causal: or kv_seqlen >= 16384 with any
-    feature, as before) and >= 16384 at d128 causal (there also no softmax
-    overlap), without dropout, ALiBi, a window, every tile masked or a
-    bias (``bias``: the ring takes the third consumer away again,
-    ``with_bias``); with those, the rules from before 2026-11-30 (d128
-    causal: three with dropout).  Since 2026-11-30 a
-    three-consumer CTA (192 rows) skips the steps a consumer has no visible
-    score in (``forward._attention_kernel``'s ``idle_step``: rows past
-    T, causal tiles past its rows' diagonal); before, the d64 S4k cells
-    lost with three (S4k N 426 vs 445 TFLOP/s, session 4 run D; S4k C
-    1.044 vs 1.073 of cuDNN).  H200, 2026-11-30 (benchmarks.mosaic_bench,
-    forward, ours / the faster of cuDNN and tokamax, this rule against
-    main fa9eea1's two consumers in separate processes): d64 S4k C 1.10 vs
-    1.03, S8k C 1.21 vs 1.04, S16k C 1.16 vs 1.09 (S2k C level: 1.022 vs
-    1.028 default, not taken), S4k N 1.10 vs 1.04, S8k N 1.13 vs 1.05
-    (row_tree=32 beside three consumers: 1.055 vs 1.073 at S4k N, not
-    taken); d128 S16k C 1.239 vs 1.195 of cuDNN (S4k C 1.179 vs 1.208, not
-    taken); fp8 d64 S4k C 1.118 vs 1.016 of cuDNN fp8.  With block_kv=256
-    three d64 consumers fail to compile (Mosaic GPU pass pipeline).
-    Where two consumers stay, d64 causal takes block_kv=256 from
-    kv_seqlen >= 16384 (S16k: 468 vs 434 TFLOP/s for 128 in run 9, 458 vs
-    443 in session 1 run 3).
-
-    every_tile_masked (segment ids or a dense mask): no softmax overlap and
-    not persistent, the config measured there.  The packed-documents cell
-    (every tile masked, d128) ran at 235-236 TFLOP/s without the overlap
-    against 144-146 with it (H200, session 3 runs 1 and 5, same run each);
-    the element-wise mask's index arrays next to a second score tile are the
-    likely cost.  Tile skipping makes such items uneven in length, which a
-    static persistent deal does not balance.
-
-    kv_seqlen and q_seqlen (0: as kv_seqlen) >= 16384 with d128 non-causal
-    (no ALiBi, no sliding window, not every tile masked): three
-    consumers, not persistent, no softmax overlap.  Only measured with
-    q_seqlen = kv_seqlen; a short query block would pad to 192-row CTAs.
-    H100, 2026-11-23, runs 55-56 (forward TFLOP/s, one process): S16k 636-644 vs
-    617, S32k 679 vs 600, S64k 689 vs 609, S128k 675 vs 613 (B1, 16
-    heads); S8k 615 vs 603 and S4k 550 vs 579, S16k causal 618 vs 626 (not
-    taken); causal S128k without dropout (run 129, 2026-11-24): forward
-    631 vs 604, fwd+bwd 512 vs 510 (level: not taken).  With dropout it
-    spilled and halved while a score's keep bit cost two multiply-adds'
-    worth of keys (run 53: 0.39-0.46 of no dropout); with the paired keep
-    bits it is taken (run 75, H100,
-    2026-11-24, S16k N, dropout 0.1: forward 585 vs 539 TFLOP/s, fwd+bwd
-    428 vs 421).  With ALiBi it spills (run 61, S16k N: forward 364 TFLOP/s against
-    677 without ALiBi, fwd+bwd 0.85 of no bias, where the two-consumer
-    config read 0.98-1.03 in runs A3 / D4).  Run 63 (H100, S16k N, forward
-    TFLOP/s, three / two consumers, one process): plain 630 / 598, soft-cap
-    520 / 487, kv lengths 828 / 820, GQA 16/4 642 / 621, fp16 645 / 603
-    (taken); a (2048, 2048) sliding window 0.90x (not taken).
-
-    dropout at d128: no softmax overlap.  H100, 2026-11-23, run 53 (forward
-    TFLOP/s with dropout 0.1, one process): S4k N 504 vs 436 with it, S16k N
-    470 vs 447, S4k C 422 vs 405; the second score tile and the keep bits'
-    integer ops do not both fit beside the overlap (without dropout the
-    overlap stays: 627 / 647 / 579 vs 591 / 617 / 543).  Again with the
-    paired keep bits (run 75, 2026-11-24): 516 vs 455, 488 vs 429 (S4k N /
-    C), 525 vs 464 (S16k C).  Not measured at d256, which keeps it.
-
-    dropout at d128 causal with q_seqlen and kv_seqlen >= 16384 (three
-    consumers since run 153, with or without dropout since 2026-11-30,
-    above).  H100,
-    2026-11-24, run 106 (forward / fwd+bwd TFLOP/s with dropout 0.1, three
-    against two consumers, one process): S32k 556 / 417 vs 489 / 411, S128k
-    584 / 446 vs 526 / 436; S16k 517 / 402 vs 489 / 410 and S8k 436 / 382
-    vs 502 / 379 (S8k not taken).  S16k from run 153 on: its forward read
-    +2.5% (run 93), +5.7% (run 106), +3% (run 135) and +2.5% (run 152:
-    534 vs 521) over two consumers, and the backward does not change, so
-    fwd+bwd gains the forward's share (run 106's fwd+bwd reading of -2% is
-    the spread of the same backward).  Not with ALiBi
-    (three consumers serialize its wgmmas, ptxas note C7512, run 112), a
-    window or every tile masked, as for the non-causal rule above.
-
-    fp8 (float8_e4m3fn q, k, v): block_kv at least 128 (V^T's
-    [H, block_kv] tiles are swizzled by 128 bytes along the keys) and no
-    softmax overlap at any head dim (d256: O's 128 f32 registers per thread
-    and two 64 x 128 score tiles would exceed 232).  d128, causal or not,
-    at every length: three consumers, block_kv=128, not persistent (where
-    ALiBi, a window or every tile masked keep two: non-causal block_kv=256);
-    d64 non-causal: the three-consumer S16k entry at every length.  H200,
-    2026-11-30, after the forward stopped padding q to whole 192-row tiles
-    (benchmarks.mosaic_bench --dtype fp8 --variant, ours / cuDNN fp8, two
-    runs): d128 S4k N 0.924 / 0.945 -> 0.974 / 0.993, S4k C 0.862 / 0.854
-    -> 0.900 / 0.896, S16k C 0.927 / 0.939 -> 1.086 / 1.064; with three
-    stages, heads_inner flipped or masked_first=False within noise of it.
-    Before (2026-11-28, q still padded; benchmarks.mosaic_bench --dtype
-    fp8, forward, ours / cuDNN fp8 paired medians in one process): d128
-    S4k N 0.695 with the bf16 entry, 0.867 without the overlap, 0.960 with
-    block_kv=256 too; S4k C 0.705 -> 0.873
-    (block_kv=256 0.861); S16k C 0.770 -> 1.012 (three consumers 1.023);
-    S16k N (three consumers, no overlap already) 0.968; d64 S4k N 0.911 ->
-    0.953 with three consumers (S16k 1.066 either way).  Those overlap
-    figures had every wgmma serialized (ptxas note C7513, fixed 2026-11-29);
-    fixed, the overlap at block_kv=128 still reads 0.81-0.83 at S4k N
-    against 0.93-0.94 for this entry and is level where causal (H200,
-    docs/design.md, "Tried and not taken").
-
-    row_tree (``forward._row_reduce``): 8 on d128's two-consumer overlap
-    entries, 32 on d64 non-causal block_kv=256; only without fp8, dropout,
-    ALiBi, a window or every tile masked (not measured there).  H200,
-    2026-11-29 (benchmarks.mosaic_bench, forward, ours / cuDNN paired
-    medians, one process, three runs): d128 S4k N 0.995-1.018 -> 1.056-1.075
-    (32: 1.031-1.040), S4k C 1.192-1.200 -> 1.207-1.212; d64 S4k N
-    0.997-1.003 -> 1.033-1.036 (8: 1.005-1.022).  Level (not taken): d64
-    S4k C, d64 and d128 S16k N (three consumers), d256 S1k / S4k (-1.5 to
-    +3%); fp8 d128 S4k N (block_kv=256) lost 0.93 -> 0.86-0.88, the others
-    level.
-
-    reduce_ilp=16 (Mosaic GPU's reduction with 16 accumulators a thread for
-    the row max and sum) on d256, under the same conditions as row_tree.
-    H200, 2026-11-29 (benchmarks.mosaic_bench, forward, ours / cuDNN paired
-    medians, one process): d256 S1k N 1.072 -> 1.131 (8: 1.054, 32: 1.103;
-    a second run 1.052 -> 1.108), S1k C 1.155 -> 1.169 (32: 1.190), S4k N
-    1.050 -> 1.086 (32: 1.075), S4k C 1.202 -> 1.235 (32: 1.232).  Level
-    (not taken): d64 S4k N 1.034 -> 1.033, d64 S4k C 1.035 -> 1.043, d128
-    S16k N 1.030 -> 1.033.  fp8 lost with 32 (d128 S4k N 0.923 -> 0.908,
-    S16k N 0.976 -> 0.936, d64 S4k N 0.955 -> 0.920), and with 16 the
-    profiled softmax of fp8 d128 S4k N took 2,494 cycles against 2,285.
+    - The table entry (``_TABLE``) by head dim and causality.
+    - Three consumers, block_kv 128, not persistent, by the shorter
+      sequence: d64 from 4096 (fp8 too) and d128 causal from 16384 without
+      ALiBi, a window, every tile masked, dropout or a bias (the bias ring
+      would take the third consumer away again, ``with_bias``); d128 also
+      from 16384 non-causal, and causal with dropout, with neither ALiBi, a
+      window nor every tile masked (three serialize ALiBi's wgmmas); d128
+      without the softmax overlap.  d64 non-causal also from kv_seqlen
+      16384 with any feature.  A 192-row CTA skips the steps its consumers
+      have no visible score in (``forward``'s ``idle_step``), which made
+      d64 S4k win.
+    - d64 causal on two consumers: block_kv 256 from kv_seqlen 16384.
+    - every_tile_masked (segment ids, a dense mask): no softmax overlap, not
+      persistent.  Dropout at d128: no softmax overlap.
+    - fp8: block_kv >= 128 (V^T's tiles are swizzled by 128 bytes along the
+      keys), no softmax overlap; d128 on three consumers, block_kv 128, not
+      persistent at every length (where ALiBi, a window or every tile
+      masked keep two: non-causal block_kv 256); d64 non-causal on three at
+      every length.
+    - row_tree 8 on d128's two-consumer overlap entries, 32 on d64
+      non-causal block_kv 256; reduce_ilp 16 on d256; only without fp8,
+      dropout, ALiBi, a window or every tile masked.
     """
     key = (64 if head_dim <= 64 else 128 if head_dim <= 128 else 256, causal)
     cfg = _TABLE[key]
