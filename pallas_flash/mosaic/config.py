@@ -624,188 +624,25 @@ class MosaicBackwardConfig:
   def default(cls, head_dim: int, causal: bool, dropout: bool = False,
               alibi: bool = False, soft_cap: bool = False,
               deterministic: bool = True) -> "MosaicBackwardConfig":
-    """The entry for a (padded) head dim (docs/design.md; the runs named
-    below are in the history at commit 29bf24f).  ``alibi``
-    and ``soft_cap`` decide only d128 without dropout (``soft_cap``: only
-    without ALiBi).  ``deterministic=False`` (``flash_attention``'s flag)
-    takes the fused kernel with f32 dQ adds where it was measured faster
-    than the deterministic entry: d64 without dropout (d128 non-causal
-    until run 246; the last entry below).  (From run
-    136 to run 159 the sequence lengths decided d128 with dropout: the
-    stagger from T, S >= 16k where causal.)
+    """The entry for a (padded) head dim and the call's features; the
+    figures behind each rule are in docs/design.md ("The backward config
+    table"; the runs named there are in the history at commit 29bf24f, and
+    every run's figures in this docstring at commit b4b5b5f).
 
-    Measured on an H100, 2026-11-22, backward TFLOP/s in one run each:
-    * d64: 128-row query steps in the dK/dV kernel (run 11: S4k N 377 vs
-      331, S4k C 318 vs 298, S16k C 372 vs 335; they spilled and lost before
-      the row terms were folded into the accumulators, run 1), and the dQ
-      kernel steps over 128 keys (runs 2 and 5: S4k N 346 vs 324 and 332 vs
-      312, S16k C 340 vs 312).
-    * d128: 64 and 64.  128-row query steps spill (dK and dV take 128 of
-      the consumer's 232 registers): 200-232 vs 358-416 (run 1); 128-key dQ
-      steps were level (run 2: 386 vs 370, 354 vs 367, 408 vs 403; run 5:
-      424 vs 429, 441 vs 450, 454 vs 451).
-    * three stages: no gain (run 1; run 11 at d64: 320 vs 331, 297 vs 298).
-    * d64 since 2026-11-23: ``fused`` (one kernel, fixed-point dQ adds:
-      still bitwise deterministic).  Run 32 against the two kernels: S4k N
-      394 vs 378, S4k C 318 vs 317, S16k N 442 vs 403, S16k C 431 vs 390;
-      run 33 (one cvt per word): 388 / 324 / 440 / 441, cuDNN 398 / 328 /
-      436 / 420.  d128 stays two kernels:
-      fused fixed point 0.80 / 0.87x cuDNN at S4k N / S16k C (run 31)
-      against the two kernels' 0.89 / 0.89 (run 26).
-    * head dims > 128: split_head_dim (the only register-feasible form),
-      64-row tiles everywhere: a 64 x 256 row tile per CTA, 2 stages and the
-      exchange tiles fill 224 of the 227 KiB of shared memory.  Run 14, d256
-      S1k / S4k: 293 / 334 non-causal, 241 / 320 causal (cuDNN 249 / 312,
-      196 / 311).  Not for d128 (run 15: 232 vs 423 at S4k N).
-    * d64 with dropout: two kernels, 64-row query steps.  H100,
-      2026-11-23, backward TFLOP/s at S4k N / S4k C / S16k C, dropout 0.1:
-      fused 160 / 151 / 173, two kernels with 128-row steps 183 / 149 /
-      188, with 64-row steps 251 / 235 / 265 (the Triton backward 245 /
-      235 / 262) (runs D3-D4; ptxas: the fused kernel with dropout spills
-      908 bytes at d128, run D2; not read at d64).
-    * d128: Q in registers in the dQ kernel (``dq_rows_in_registers=1``,
-      the A operand of S = Q K^T read from registers instead of shared
-      memory every step).  H100, 2026-11-24, run 83, backward TFLOP/s at
-      S4k N / S4k C / S16k N / S16k C, in one process: 437 / 404 / 460 /
-      473 vs 427 / 392 / 452 / 447 (Q and dO: 431 / 390 / 447 / 454);
-      ptxas: no spills in the dQ kernel with either.  Not with dropout
-      (run 84, S4k N / S16k N: 373 / 379 vs 380 / 402), nor at d64 with
-      dropout (two kernels: 303 vs 301, level).
-    * three consumers (``consumers=3`` / ``dq_consumers=3``): not taken.
-      H100, 2026-11-23, run 58, d128 ``dq_consumers=3``: 414 / 351 / 452 /
-      450 vs 428 / 384 / 444 / 439 (S4k N, S4k C, S16k N, S16k C: level
-      within noise); run 59: with dropout 1-11% slower, d64 two kernels
-      with three consumers about half the fused default.
-    * d128 without dropout (causal: until runs 181-182, below):
-      ``stagger_consumers`` (consumer 1 starts once
-      consumer 0's first score GEMMs are done; gradients bitwise the same).
-      H100, 2026-11-24, runs 96 / 97 / 100, backward TFLOP/s against the
-      default of the same process: S16k C +2.5 / +3.1 / +2.9%, S16k N +2.6
-      / +0.5 / +2.1%, S4k N +3.2 / +0.3%, S4k C +2.1 / -2.4%, S128k C
-      +0.9% (run 100).  With dropout: the next entry.  In the fused
-      kernel: d64's default level (run 98: -2.4 to +1.4%), d128's fixed
-      point -3 / +2%, its f32 adds +6 / +2%.
-    * d128 with dropout: 128-key dQ steps (``block_kv_dq=128``), no
-      stagger.  From T, S >= 16k where causal it also took the stagger
-      (below) until the dK/dV kernel's kept dS^T (runs 154-155); then the
-      stagger lost there: S16k C backward without it, against the
-      staggered default, +6.0 / +4.3% (run 158) and +2.0 / +3.3% (run 159),
-      two executables each, gradients bitwise equal
-      (history at commit 29bf24f).  H100, 2026-11-24,
-      runs 136-137 (``drop_ab.py``, dropout 0.1, backward TFLOP/s against
-      the 64-key default of the same process, two executables each):
-      128-key steps S16k C +1 / +5%, +5 / +5%; S4k C +4 / +3%, +4 / +4%;
-      S16k N +5 / +4%, +8 / +6%; S4k N +4 / +4%.  With the stagger on top:
-      S16k C +8 / +12%, +6 / +8%; S16k N +3 / +6%, +6 / +8% (level with
-      128-key steps alone: not taken); S4k C -1 / -1%, -1 / -4%; S4k N
-      0 / +2%.  The stagger alone with dropout (runs 97, 135, 136):
-      S16k C +2%, +4%, +6%, S4k C +4%, -1%, -3%, non-causal -5 to +2%.
-      (Run 65, before the paired keep bits: 128-key steps -3 to +3%.)
-    * d128 without dropout or ALiBi: ``prefetch_rows``.  H200,
-      2026-11-25, run 170, backward against the default of the same
-      process, two executables each, gradients bitwise equal: S4k N +4.2 /
-      +3.7%, S16k N +5.1 / +2.4%, S4k C +2.8 / +3.1%, S16k C +1.1 / +1.5%.
-      In the d64 fused kernel it lost 21-24% (not offered there).
-    * d64 without dropout: ``row_ring``.  H200, 2026-11-25, run 175, as
-      run 170: S4k N +3.4 / +3.0%, S4k C +5.9 / +4.9%, S16k N +5.1 /
-      +5.4%, S16k C +0.9 / +1.2%.  At d128 in place of ``prefetch_rows``
-      it lost 5-8% (S4k N 0.946, S16k C 0.924-0.930 of the default).
-      At d256 (run 177): S1k N +2.8 / +2.8%, S4k N +3.5 / +3.3%, S1k C
-      +3.1 / +3.0%, S4k C +3.9 / +2.5%.
-    * d128 causal without dropout or ALiBi, with ``prefetch_rows``: no
-      stagger (H200, 2026-11-25, runs 181-182, as run 170): S4k C +3.4 /
-      +3.0%, S16k C +2.7 / +3.6% and +4.0 / +4.4%, S128k C +2.5 / +2.4%.
-      Non-causal the stagger stays (run 181: without it S4k N -1.2 /
-      -1.4%, S16k N -4.9 / -3.9%).  Neither a third Q / dO stage (S4k N
-      level, S16k N -2.6%, S16k C -4.8%) nor ``persistent`` (run 180: 0.89
-      to 0.96 in every d128 cell) is taken.
-    * d128 without dropout or ALiBi: 128-key dQ steps with Q from shared
-      memory (``block_kv_dq=128``, ``dq_rows_in_registers=0``; H200,
-      2026-11-25, runs 184-185, as run 170): S4k N +1.2 / +0.8%, S16k N
-      +3.5 / +2.8%, S4k C +3.3 / +3.5%, S16k C +2.8 / +3.4%, S128k C
-      +2.0 / +2.1%.  With Q in registers too, 128-key steps lost 5-6%
-      (S4k N, S16k N).
-    * d64 without dropout, with the row ring: ``persistent`` (H200,
-      2026-11-25, runs 177-178, as run 175): S4k N +6.1 / +6.5%, S4k C
-      +3.7 / +5.4%, S16k N +0.6 / -0.3%, S16k C +7.0 / +6.4%.  (Runs
-      116-117, H100, without the ring: -7% to +0.2%.)
-    * d128 non-causal with ALiBi (without dropout): no stagger.  H100,
-      2026-11-24, backward against the staggered default in one process:
-      S4k N +3% (run 132), +4 / +5% (run 142), +8 / +10% (run 143); S16k N
-      +1% (run 104), +2 / +1% (run 142).  Causal it stays (run 143: S4k C
-      level, S16k C -3 / -2%).  With ALiBi (run 142), 128-key dQ steps
-      lose 10-12%, and the dQ kernel's Q from shared memory reads +1 / +2%
-      at S4k N, -2 / +2% at S16k N.
-    * d128 non-causal without dropout or ALiBi: 240 registers per dK/dV
-      consumer, 24 for its producer (``dkdv_registers=240``; ptxas: the
-      consumer's spills 8 bytes instead of 36-72).  H200, 2026-11-25, runs
-      189-190, as run 170: S4k N +0.7 / +1.0% and +1.3 / +0.5%, S16k N
-      +1.4 / +0.5% and +2.8 / +1.3%.  Causal it lost at S16k C (-5.7 /
-      -6.2%, -6.8 / -7.4%; S4k C +1.3 / +2.2%): not taken.  The dQ
-      kernel's 240 (``dq_registers``) is level, and with its Q in
-      registers on 128-key steps spills 144-220 bytes and loses 7-9%.
-      Beside those cells (run 194, S4k, non-causal): GQA 32/8 +2.7%,
-      ragged kv lengths +3.4%, soft-cap +8.6%, head dim 96 +1.2%, fp16
-      level, packed sequences -0.7%.
-    * d128 causal with a soft-cap (without dropout or ALiBi): 240 registers
-      per dK/dV consumer as well.  H200, 2026-11-25, run 195 (S4k C): +12.3
-      / +14.5%; without a soft-cap GQA 32/8 lost 6%, packed sequences 1.5%,
-      and head dim 96, fp16 and ragged kv lengths moved 0 to +1.8%.
-    * d128 non-causal with dropout or ALiBi: 240 registers per dK/dV
-      consumer too.  H200, 2026-11-25, run 197, as run 170: dropout 0.1
-      S4k N +3.4 / +3.1%, ALiBi S4k N +5.4 / +5.7%; causal (S16k C)
-      dropout -2.7 / -0.9%, ALiBi +0.7 / 0.0%.  Not at d256 (split head
-      dim; dK/dV or dQ kernel at 240: -2.0 to +1.5%).
-    * d128 without dropout or ALiBi: ``row_ring`` beside
-      ``prefetch_rows`` (the rows through a ring of three slots, read a
-      step ahead: the consumers' global loads of them gone).  H200,
-      2026-11-25, run 242, as run 170: S4k N +3.2 / +3.1%, S16k N +2.7 /
-      +1.6%, S4k C +2.2 / +2.6%, S16k C +1.9 / +2.0%; ptxas: the dK/dV
-      consumer spills 20 / 44 bytes (8 / 16 before) non-causal.  (In
-      runs 233-240 the same copies, made and never read, had moved the
-      default by 0-3.7%.)  Run 244: with a soft-cap (S4k N) +6.2 / +5.8%
-      (causal: run 245, below); with dropout -2.2 / -2.7% and with ALiBi
-      -2.0 / -1.9% (S4k N; prefetch_rows too, which those defaults do
-      not take): not taken there.  Beside it, 232 registers per dK/dV
-      consumer lost 3-13% (S4k N, S16k N), and with a third stage the dQ
-      kernel's 128-key steps do not fit shared memory (the triton
-      backward ran).  Run 245 (same method): with a soft-cap against
-      the ring not read ahead, S4k C +8.3 / +8.0%, S4k N +5.3 / +6.0%.
-    * d128 with ALiBi (without dropout): ``row_ring`` (not read ahead).
-      H200, 2026-11-28, bwd_bench.py --alibi, backward TFLOP/s against
-      ALiBi's default without it, one process: S4k N 463 vs 428 and 461
-      vs 432 (second run), S16k N 503 vs 482 and 503 vs 483, S4k C 413 vs
-      409, S16k C 480 vs 480.  With the plain default's read-ahead, no
-      stagger and 128-key dQ steps: 422-430 (lost).  With dropout the
-      ring was level (S16k N / C 413 / 397 vs 413 / 399), read ahead -3.5
-      / +1.8% (S4k N / S16k C): not taken.
-    * d128 without dropout or ALiBi, with the ring read ahead: no stagger,
-      non-causal as well (causal had dropped it in runs 181-182).  H200,
-      2026-11-25, run 245, as run 170: S16k N +4.1 / +4.3%, S4k N +3.5 /
-      +3.9%; causal the stagger lost 11-15% (S4k C, S16k C) and 240
-      registers per dK/dV consumer were level (-0.6 to +0.6%).  With a
-      soft-cap the stagger stays where non-causal (run 246, S4k N: +5.1
-      / +3.1% with it; causal with a soft-cap not measured).
-    * ``deterministic=False``: the fused kernel adding dQ in f32 (TMA
-      reduce-add, no fixed-point cvt).  H200, 2026-11-25, bwd_bench.py,
-      backward TFLOP/s against the deterministic default and cuDNN in one
-      process.  d64 (run 205; the default's fused kernel and its ring,
-      persistent): S4k N 466 vs 423 (cuDNN 414), S4k C 420 vs 379 (344),
-      S16k N 511 vs 461 (439), S16k C 500 vs 468 (413).  d128 with the
-      ring and the stagger (run 204): S4k N 487 vs 452 (cuDNN 474), S16k N
-      504 vs 491 (515); causal it is not faster than the two kernels (S4k
-      C 426 vs 439, S16k C 493 vs 495), nor measured with dropout, ALiBi or
-      a soft-cap (the fused kernel with dropout spilled 908 bytes at d128,
-      run D2).  Before the fix of ``smem_bytes`` (run 202) a fused d128
-      config with 128-key dQ steps fell back to the triton backward.
-      Without the stagger since run 214 (H200, 2026-11-25, against the
-      staggered form, two executables each): S16k N +2.2 / +2.2%, S4k N
-      -0.9 / +0.1%; a persistent launch lost 2-3%.  Since the d128
-      default reads its rows a step ahead without the stagger (runs
-      242-245) it is the faster there: H200, 2026-11-25, run 246, issue
-      12's command, paired medians against cuDNN's backward, the default
-      1.036 / 1.007 and this form 0.993 / 0.991 (S4k N / S16k N), so
-      ``deterministic=False`` keeps the deterministic d128 kernels.
+    - d64: one fused kernel (fixed-point dQ adds), 128-row query steps,
+      128-key dQ steps, the row ring, persistent; with dropout two kernels
+      and 64-row query steps.
+    - d > 128: ``split_head_dim`` (the only register-feasible form), the
+      row ring without dropout.
+    - d128, two kernels with 64-row / 64-key steps, 240 registers per dK/dV
+      consumer where non-causal, and by feature: dropout 128-key dQ steps;
+      ALiBi (``alibi``) Q in registers in the dQ kernel, the row ring, the
+      stagger where causal; otherwise 128-key dQ steps, the row ring read
+      a step ahead (``prefetch_rows``), the stagger only non-causal with a
+      soft-cap (``soft_cap``, which also takes 240 registers causal).
+    - ``deterministic=False`` (``flash_attention``'s flag): d64 without
+      dropout adds dQ in f32 in the fused kernel; elsewhere the
+      deterministic entry, which was as fast or faster.
     """
     if not deterministic:  # d64: the deterministic entry with f32 dQ
       # adds, as runs 204-205 timed it
