@@ -138,13 +138,13 @@ def _config(params: KernelParams, q, k,
   alibi = arrays is not None and arrays.alibi_slopes is not None
   if params.config is not None:
     return hp, params.config
+  bias_bytes = bias_itemsize(arrays)
   cfg = MosaicConfig.default(
       hp, spec.is_causal, spec.needs_elementwise, k.shape[1],
       dropout=params.dropout_rate > 0.0, q_seqlen=q.shape[1], alibi=alibi,
-      window=spec.window is not None, fp8=fp8,
-      bias=bool(bias_itemsize(arrays)))
-  if bias_itemsize(arrays):  # room for the bias ring
-    cfg = cfg.with_bias(hp, bias_itemsize(arrays), spec.is_causal)
+      window=spec.window is not None, fp8=fp8, bias=bool(bias_bytes))
+  if bias_bytes:  # room for the bias ring
+    cfg = cfg.with_bias(hp, bias_bytes, spec.is_causal)
   return hp, cfg
 
 
