@@ -360,11 +360,10 @@ def run_steps(item: Item, step, carry, alibi_tiles=None, idle=None):
     last_tile, idle_step = idle
     a, b, tile0 = trailing
     k = jnp.clip(a + last_tile + 1 - tile0, a, b)
-    split = [(a, k, masked_step), (k, b, idle_step)]
-    if item.masked_first:
-      before = [(0, a, masked_step)] + split
+    if item.masked_first:  # [0, a) and [a, k) are one masked loop
+      before = [(0, k, masked_step), (k, b, idle_step)]
     else:
-      after = split
+      after = [(a, k, masked_step), (k, b, idle_step)]
   plain = [(lo, hi, plain_step)]
   if alibi_tiles is not None:
     t_a, t_b, side_a, side_b = alibi_tiles
