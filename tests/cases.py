@@ -242,6 +242,7 @@ class Sharded:
   kw: tuple = ()  # flash_attention keywords, plus the flags "segments",
   # "lengths", "alibi" for those arrays
   bias: bool = False  # a [1, N, T, S] bias, differentiated
+  t: int = 300  # T = S
 
   def __str__(self):
     return self.name
@@ -256,10 +257,11 @@ class Sharded:
     the one collective the backward may have (an all-reduce)."""
     return self.bias and self.spec[0] is not None
 
-  def inputs(self, mesh, b: int = 4, t: int = 300, concrete: bool = True):
+  def inputs(self, mesh, b: int = 4, concrete: bool = True):
     """(q, k, v, arrays, static): arrays a dict of the array keywords (and
     "bias"), sharded like q; static the other keywords.  ``concrete=False``
     gives ShapeDtypeStructs (for lowering)."""
+    t = self.t
     spec = tuple(self.spec) + (None,) * (4 - len(self.spec))
     rng = np.random.default_rng(0)
 
@@ -302,6 +304,10 @@ SHARDED = [
     Sharded("d64 lengths segments batch x heads gqa", 64, P("x", None, "y"),
             n=4, k=2, kw=(("is_causal", True), ("segments", True),
                           ("lengths", True))),
+    # T = 4096: the d64 default's three-consumer CTAs (idle consumers past
+    # T and past their diagonal, MosaicConfig.default), per shard
+    Sharded("d64 causal lengths batch S4k", 64, t=4096,
+            kw=(("is_causal", True), ("lengths", True))),
     Sharded("d128 causal dropout heads", 128, P(None, None, "x"),
             kw=(("is_causal", True), ("dropout_rate", 0.1))),
     Sharded("d128 alibi gqa batch", 128, n=8, k=4,
