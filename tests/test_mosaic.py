@@ -126,6 +126,10 @@ CASES = [
     M("d64 S4k causal default 3 consumers ragged", b=2, t=200, s=264, n=2,
       k=1, causal=True, q_lengths=(200, 70), kv_lengths=(264, 100),
       config=MosaicConfig.default(64, True, kv_seqlen=4096, q_seqlen=4096)),
+    M("dropout d64 S4k default 3 consumers ragged", b=2, t=200, s=264,
+      n=2, k=1, causal=True, q_lengths=(200, 70), kv_lengths=(264, 100),
+      dropout=0.2, config=MosaicConfig.default(
+          64, True, kv_seqlen=4096, q_seqlen=4096, dropout=True)),
     # Dropout: exact against the reference's keep bits (the same rng; the
     # plain path's bits: test_dropout_bits_identical_to_helper_and_triton).
     M("dropout d128 persistent softmax overlap alibi lengths", b=2, h=128,
@@ -204,6 +208,10 @@ SLOW = [
     M("dropout S1k d64 ragged", b=2, t=1000, s=1025, n=4, k=4, dropout=0.1),
     M("dropout d256 alibi soft-cap", t=512, s=512, n=2, k=2, h=256,
       alibi=True, soft_cap=30.0, dropout=0.2),
+    # The d64 default from T = S = 4096 on takes dropout too (three
+    # consumers, idle ones past T and past their diagonal; 2026-11-30).
+    M("dropout d64 S4k causal default 3 consumers", b=2, t=4096, s=4096,
+      n=2, k=2, causal=True, dropout=0.1),
     M("dropout 3 consumers segments", b=2, t=1024, s=1024, n=2, k=2,
       segments=True, dropout=0.1, config=MosaicConfig(consumers=3)),
     # The dropout default from T = S = 16384 on at d128 non-causal (three
@@ -381,18 +389,18 @@ def test_config_default_d128_causal_long_takes_three_consumers():
 def test_config_default_d64_three_consumers_from_4096():
   """d64 from the shorter sequence's 4096 (MosaicConfig.default's
   2026-11-30 measurements): three consumers, block_kv 128, not persistent;
-  two with a feature the rule was not measured with."""
+  with dropout too; two with a feature the rule was not measured with."""
   d = MosaicConfig.default
   for causal in (False, True):
     for t in (4096, 16384):
-      for fp8 in (False, True):
-        cfg = d(64, causal, kv_seqlen=t, q_seqlen=t, fp8=fp8)
+      for feature in (dict(), dict(fp8=True), dict(dropout=True)):
+        cfg = d(64, causal, kv_seqlen=t, q_seqlen=t, **feature)
         assert (cfg.consumers, cfg.block_kv, cfg.persistent) == (
-            3, 128, False), (causal, t, fp8, cfg)
+            3, 128, False), (causal, t, feature, cfg)
         assert cfg.smem_bytes(64) <= 227 * 1024
     assert d(64, causal, kv_seqlen=2048).consumers == 2
     assert d(64, causal, kv_seqlen=4096, q_seqlen=2048).consumers == 2
-    for other in (dict(dropout=True), dict(alibi=True), dict(window=True),
+    for other in (dict(alibi=True), dict(window=True),
                   dict(every_tile_masked=True), dict(bias=True)):
       assert d(64, causal, kv_seqlen=4096, **other).consumers == 2, other
   causal_bias = d(64, True, kv_seqlen=4096, bias=True)
@@ -488,7 +496,7 @@ def test_config_default_causal_persistent_sorts_items_longest_first():
 def test_config_default_d64_causal_two_consumers_long_take_wide_tiles():
   d = MosaicConfig.default
   assert d(64, True, kv_seqlen=2048).block_kv == 128
-  assert d(64, True, kv_seqlen=16384, dropout=True).block_kv == 256
+  assert d(64, True, kv_seqlen=16384, alibi=True).block_kv == 256
   assert d(128, True, kv_seqlen=16384).block_kv == 128
 
 

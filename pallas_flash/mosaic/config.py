@@ -210,15 +210,15 @@ class MosaicConfig:
 
     - The table entry (``_TABLE``) by head dim and causality.
     - Three consumers, block_kv 128, not persistent, by the shorter
-      sequence: d64 from 4096 (fp8 too) and d128 causal from 16384 without
-      ALiBi, a window, every tile masked, dropout or a bias (the bias ring
-      would take the third consumer away again, ``with_bias``); d128 also
-      from 16384 non-causal, and causal with dropout, with neither ALiBi, a
-      window nor every tile masked (three serialize ALiBi's wgmmas); d128
-      without the softmax overlap.  d64 non-causal also from kv_seqlen
-      16384 with any feature.  A 192-row CTA skips the steps its consumers
-      have no visible score in (``forward``'s ``idle_step``), which made
-      d64 S4k win.
+      sequence: d64 from 4096 (fp8 and dropout too) without ALiBi, a
+      window, every tile masked or a bias (the bias ring would take the
+      third consumer away again, ``with_bias``); d64 non-causal also from
+      kv_seqlen 16384 with any feature.  d128 from 16384 (causal: with a
+      bias only beside dropout) without ALiBi, a window or every tile
+      masked (three serialize ALiBi's wgmmas), and without the softmax
+      overlap.  A 192-row CTA skips the steps its consumers have no
+      visible score in (``forward``'s ``idle_step``), which made d64 S4k
+      win.
     - d64 causal on two consumers: block_kv 256 from kv_seqlen 16384.
     - every_tile_masked (segment ids, a dense mask): no softmax overlap, not
       persistent.  Dropout at d128: no softmax overlap.
@@ -239,11 +239,11 @@ class MosaicConfig:
     # window or every tile masked keep two consumers
     shorter = min(q_seqlen or kv_seqlen, kv_seqlen)  # (0: unknown)
     three_fit = not (alibi or window or every_tile_masked)
-    plain_three = three_fit and not (dropout or bias)  # (2026-11-30 rules)
+    d64_three = three_fit and not bias  # (2026-11-30 rules)
     if key == (64, False) and (kv_seqlen >= 16384
-                               or (shorter >= 4096 and plain_three)):
+                               or (shorter >= 4096 and d64_three)):
       cfg = dataclasses.replace(cfg, block_kv=128, consumers=3)
-    if key == (64, True) and shorter >= 4096 and plain_three:
+    if key == (64, True) and shorter >= 4096 and d64_three:
       cfg = dataclasses.replace(cfg, block_kv=128, consumers=3,
                                 persistent=False)
     if key == (128, False) and shorter >= 16384 and three_fit:
