@@ -19,6 +19,13 @@ peer cuDNN's fp8 attention (``peers.cudnn_fp8``, as benchmarks.run's
 float32 reference on the dequantized inputs before it is timed (relative
 error <= benchmarks.run.FWD_TOL, 0.1).
 
+``--baseline``: a saved copy of ``pallas_flash/mosaic/forward.py`` timed
+beside the tree's.  Calibrate before reading a small difference: with the
+tree's own forward as the first baseline (H200, 2026-11-30, 9 reps) it read
+3-4% above the identical default (d64 S4k C 1.117 vs 1.082 of cuDNN, d128
+S16k C 1.248 vs 1.202), the second baseline not; pass the tree's copy first
+and compare the others with it.
+
 Every variant that ``check_supported`` refuses (shared memory, fp8's
 block_kv) or whose fields are invalid is listed with the reason, not timed.
 Prints a short table last (the variants with the per-rep paired ratio to
