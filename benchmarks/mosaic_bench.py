@@ -20,7 +20,9 @@ float32 reference on the dequantized inputs before it is timed (relative
 error <= benchmarks.run.FWD_TOL, 0.1).
 
 ``--baseline``: a saved copy of ``pallas_flash/mosaic/forward.py`` timed
-beside the tree's.  Calibrate before reading a small difference: with the
+beside the tree's (it imports the tree's ``pipeline.py`` and
+``score_tiles.py``, so a change there is in both: A/B such a change with
+two processes, or a ``--variant`` that switches it).  Calibrate before reading a small difference: with the
 tree's own forward as the first baseline (H200, 2026-11-30, 9 reps) it read
 3-4% above the identical default (d64 S4k C 1.117 vs 1.082 of cuDNN, d128
 S16k C 1.248 vs 1.202), the second baseline not; pass the tree's copy first

@@ -52,7 +52,7 @@ CASES = [
       alibi=True, q_lengths=(256, 100), kv_lengths=(200, 256),
       config=MosaicConfig(persistent=True, overlap_softmax=True)),
     # Non-causal ALiBi: key tiles left of, across and right of the diagonal
-    # in their three loops (mosaic.forward.alibi_split).
+    # in their three loops (mosaic.score_tiles.alibi_split).
     M("alibi non-causal, tiles on both sides", t=400, s=600, alibi=True),
     M("d128 causal", h=128, causal=True),
     M("d256", h=256, t=128, s=192),
@@ -528,7 +528,7 @@ def test_config_default_d128_long_non_causal_takes_three_consumers():
 
 
 def test_keep_select_register_pairs_match_the_wgmma_layout():
-  """``forward._keep_select`` pairs WGMMA registers by index: [.., n8 column
+  """``score_tiles._keep_select`` pairs WGMMA registers by index: [.., n8 column
   block, .., row half (+8), ..] = idx[1], idx[4], two adjacent columns per
   register.  The layout it assumes (JAX 0.11.2's), checked without a GPU;
   the GPU tests check the bits against the reference."""

@@ -32,7 +32,7 @@ deterministic, no atomics), or with ``fused`` one (``_DsTiles``,
 delta = rowsum(dO * O) (Alg. 2 line 4) is one O(N) XLA fusion before the
 kernels.
 
-Dropout (``fwd.DropoutTiles``: the forward's keep bits Z, regenerated per
+Dropout (``DropoutTiles``: the forward's keep bits Z, regenerated per
 tile from the row / column keys, nothing N x N stored), in the form of the
 Triton backward (``triton/backward.py``): with r = 1 / (1 - rate),
 dV += r (Z P)^T dO and dS = r P * (Z dP - delta'), delta' = (1 - rate)
@@ -47,7 +47,7 @@ r leaves the loops (dK, dV, dQ scaled once in the epilogue).
 
 A bias (float16 / bfloat16 with full query and key dims, [1 | B, 1 | N, T,
 S]; the two kernels, not ``split_head_dim``): both kernels read the bias
-tile of each step through their producer's TMA ring (``fwd.BiasRing``): the
+tile of each step through their producer's TMA ring (``BiasRing``): the
 dK/dV kernel's beside Q / dO, consumer w's [block_q_dkv, block_kv_dkv] tile
 of the step's rows against its keys, loaded transposed into S^T's layout;
 the dQ kernel's beside V, the forward's [C * block_q, block_kv] tiles.  It
@@ -77,12 +77,17 @@ import numpy as np
 
 from pallas_flash import masks
 from pallas_flash.mosaic import forward as fwd
-from pallas_flash.mosaic.forward import COL, ROW, WGMMA
 from pallas_flash.mosaic import schedule
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
+from pallas_flash.mosaic.pipeline import (
+    BAR_TURN, COL, REGISTERS, ROW, WGMMA, WG_THREADS, Item, Sync, load_kv_tiles,
+    named_barrier, run_steps)
+from pallas_flash.mosaic.score_tiles import (
+    AlibiTile, BiasRing, DropoutTiles, alibi_slopes, alibi_split, copy_row_pair,
+    dense_tile, dropout_keys, folds_alibi, mask_refs, query_tile_visible,
+    segment_ids, tile_visible)
 from pallas_flash.params import KernelParams, row_delta
 
-segment_ids = fwd.segment_ids
 _LOG2E = math.log2(math.e)
 _TILED = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
 
@@ -231,7 +236,7 @@ def _bias_terms(s_init, bias, scale: float, cap: float | None):
     return s_init, None
   if _folds_rows(scale, cap):
     return s_init + bias().astype(jnp.float32) * (1.0 / scale), None
-  return s_init, lambda: fwd.BiasRing.logits(bias())
+  return s_init, lambda: BiasRing.logits(bias())
 
 
 def _accumulate(accs, products, interpret: bool, then=None, then_init=()):
@@ -447,8 +452,8 @@ class _Exchange:
 
   def __init__(self, bufs, cfg: MosaicBackwardConfig, mbarriers, steps):
     self.bufs = bufs  # ((dp f32,), (p?, ds)) [rows, cols] tiles
-    # The named barriers after forward.Sync's (config: num_stages <= 3).
-    self.first_id = fwd.BAR_TURN + cfg.consumers + 2 * cfg.num_stages
+    # The named barriers after pipeline.Sync's (config: num_stages <= 3).
+    self.first_id = BAR_TURN + cfg.consumers + 2 * cfg.num_stages
     self.mbarriers, self.steps = mbarriers, steps
 
   @staticmethod
@@ -461,8 +466,8 @@ class _Exchange:
   def _barrier(self, op: str, d: int, full: bool):
     i = 2 * d + (0 if full else 1)
     if self.mbarriers is None:
-      fwd.named_barrier("arrive" if op == "arrive" else "sync",
-                        self.first_id + i, 2 * fwd.WG_THREADS)
+      named_barrier("arrive" if op == "arrive" else "sync",
+                        self.first_id + i, 2 * WG_THREADS)
     elif op == "arrive":
       plgpu.barrier_arrive(self.mbarriers.at[i])
     else:
@@ -507,7 +512,7 @@ class _DsTiles:
   dK GEMMs (a one-step lag), so a consumer waits only for the other
   consumers' previous step, never for their current one: no meeting per
   step keeps the consumers' softmax phases together, and one can run up to
-  a step ahead.  Named barriers (ids after ``forward.Sync``'s consumer
+  a step ahead.  Named barriers (ids after ``pipeline.Sync``'s consumer
   turns and Q / dO slot releases; its V-slot ids are unused by this
   kernel), per owner o and parity p, each of C warpgroups' threads:
   full(o, p): o stored its rows of buffer p (``bar.arrive`` by o,
@@ -518,7 +523,7 @@ class _DsTiles:
 
   def __init__(self, ref, cfg: MosaicBackwardConfig, w: int, mbarriers):
     self.ref, self.w, self.c = ref, w, cfg.consumers
-    self.first_id = fwd.BAR_TURN + cfg.consumers + cfg.num_stages
+    self.first_id = BAR_TURN + cfg.consumers + cfg.num_stages
     assert self.first_id + 4 * self.c <= 16, cfg  # (config: num_stages=2)
     self.others = [o for o in range(self.c) if o != w]
     self.mbarriers = mbarriers
@@ -526,7 +531,7 @@ class _DsTiles:
   def _bar(self, op: str, owner: int, parity, free: bool):
     i = 2 * (2 * owner + free) + parity
     if self.mbarriers is None:
-      fwd.named_barrier(op, self.first_id + i, self.c * fwd.WG_THREADS)
+      named_barrier(op, self.first_id + i, self.c * WG_THREADS)
     elif op == "arrive":
       plgpu.barrier_arrive(self.mbarriers.at[i])
     else:
@@ -706,7 +711,7 @@ def _launch(kernel, name, operands, out_type, order, consumers: int,
 # A consumer warpgroup's registers per thread -> the producer's: the
 # forward's splits, and FA3's 240 / 24 for two consumers (both fill the
 # entry's 384 threads x 168, setmaxnreg).
-_PRODUCER_REGISTERS = {**dict(fwd.REGISTERS.values()), 240: 24}
+_PRODUCER_REGISTERS = {**dict(REGISTERS.values()), 240: 24}
 
 
 def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer,
@@ -724,7 +729,7 @@ def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer,
     # d128) spill at 232 (428 bytes, run 18), not at 240 with a
     # 24-register producer (run 20; FA3's split).
     registers = 240
-  regs = fwd.REGISTERS[c] if registers is None else (
+  regs = REGISTERS[c] if registers is None else (
       registers, _PRODUCER_REGISTERS[registers])
 
   def consumers():
@@ -749,7 +754,7 @@ def _by_role(wg, cfg: MosaicBackwardConfig, producer, consumer,
 
 
 def _interpret_barriers(cfg: MosaicBackwardConfig):
-  """Stand-ins for the named barriers of ``forward.Sync`` (and, with
+  """Stand-ins for the named barriers of ``pipeline.Sync`` (and, with
   split_head_dim, of ``_Exchange``; in the fused kernel, of ``_DsTiles``)."""
   c, stages = cfg.consumers, cfg.num_stages
   pair_bars = ()
@@ -827,7 +832,7 @@ def _dkdv_producer(items: schedule.Items, work_item, sync,
   released; with ``row_ring`` (lse_ref, delta_ref, row_smem, row_bars) the
   step's lse2 / delta rows beside them (with prefetch_rows, one step
   ahead); with ``keys`` (drop, key_smem, key_bars) the query rows' dropout
-  keys; with ``bias`` (a key-major ``fwd.BiasRing``) the bias of the step's
+  keys; with ``bias`` (a key-major ``BiasRing``) the bias of the step's
   query rows against the CTA's keys.  ``tiles``: ((q_ref, do_ref),
   (q_smems, do_smems), (q_bars, do_bars))."""
   (q_ref, do_ref), (q_smems, do_smems), (q_bars, do_bars) = tiles
@@ -846,7 +851,7 @@ def _dkdv_producer(items: schedule.Items, work_item, sync,
       its step count: the last head's first tile, read and not used)."""
       g = jnp.minimum(lax.div(r, jnp.maximum(n_steps, 1)), group - 1)
       tile = jnp.clip(item.tile_of(r - g * n_steps), 0, n_q_tiles - 1)
-      fwd.copy_row_pair((lse_ref, delta_ref), b, kvh * group + g,
+      copy_row_pair((lse_ref, delta_ref), b, kvh * group + g,
                         pl.ds(tile * bq, bq), row_smem, row_bars,
                         _ahead_slot(cfg, r))
 
@@ -868,7 +873,7 @@ def _dkdv_producer(items: schedule.Items, work_item, sync,
         # i - stages - 1, released before this step's load)
         copy_rows_ahead(i + 1)
       elif row_ring is not None:  # the rows' (lse2, delta)
-        fwd.copy_row_pair((lse_ref, delta_ref), b, rows[2], rows[1], row_smem,
+        copy_row_pair((lse_ref, delta_ref), b, rows[2], rows[1], row_smem,
                           row_bars, slot)
       if keys is not None:  # the query rows' dropout keys (r_i, m_i)
         drop, key_smem, key_bars = keys
@@ -910,18 +915,18 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   run; as fixed-point int32 words (``to_fixed``) they cannot.
 
   ``bias`` (two kernels only): then the bias operand, read through the
-  Q / dO ring (``fwd.BiasRing``, key-major: consumer w's [block_q_dkv,
+  Q / dO ring (``BiasRing``, key-major: consumer w's [block_q_dkv,
   block_kv_dkv] tile of each step, loaded transposed into S^T's
   layout)."""
   sched_ref = None
   if persistent:
     sched_ref, *refs = refs
-  q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
+  q_seg_ref, kv_seg_ref, mask_ref, refs = mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
-  drop = fwd.DropoutTiles.pop(refs, rate,
+  drop = DropoutTiles.pop(refs, rate,
                               (cfg.block_kv_dkv, cfg.block_q_dkv), 1)
   bias_ref = refs.pop(0) if bias else None
-  fold = alibi and fwd.folds_alibi(scale, cap)
+  fold = alibi and folds_alibi(scale, cap)
   fused = cfg.one_kernel  # dQ by TMA reduce-add into dq_ref
   fixed = fused and cfg.deterministic  # (fixed point: F [B, N, T])
   f_ref = refs.pop(0) if fixed else None
@@ -931,7 +936,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   k_bars, v_bars, q_bars, do_bars, *interpret_bars = barriers
   ring = None  # the bias ring [stages, C, block_q, block_kv]: the last
   if bias_ref is not None:
-    ring = fwd.BiasRing(bias_ref, extra_smem.pop(), interpret_bars.pop())
+    ring = BiasRing(bias_ref, extra_smem.pop(), interpret_bars.pop())
   # row_ring: each step's lse2 / delta rows come through the Q / dO ring
   # (TMA, [stages, 2, block_q] f32, their own barriers); dropout: likewise
   # the row keys of each step's query tile (int32)
@@ -944,7 +949,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   c, stages = cfg.consumers, cfg.num_stages
   bq, bk = cfg.block_q_dkv, cfg.block_kv_dkv
   wg = lax.axis_index("wg")
-  sync = fwd.Sync(wg, c, stages, interpret_bars if interpret else None)
+  sync = Sync(wg, c, stages, interpret_bars if interpret else None)
   items = schedule.Items(order, sched_ref)
   kv_sets = k_smems.shape[0] // c if not cfg.split_head_dim else 1
 
@@ -954,9 +959,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     return tuple(coords[a] for a in ("batch", "heads", "kv_tiles"))
 
   def work_item(i, lengths: bool):
-    """``item_coords`` of the CTA's item i and its ``fwd.Item``."""
+    """``item_coords`` of the CTA's item i and its ``Item``."""
     b, kvh, kt = item_coords(i)
-    return b, kvh, kt, fwd.Item(b, kvh, kt, tiles_ref, cfg.masked_first,
+    return b, kvh, kt, Item(b, kvh, kt, tiles_ref, cfg.masked_first,
                                 lengths=lengths)
 
   def _consumer(w):
@@ -1023,7 +1028,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       S^T (``_probs``: logits, ALiBi, the bias, the step's mask)."""
       s_fold = fold and has_s
       if alibi and has_s:  # folded: its linear part is in S^T's init
-        ab = fwd.AlibiTile(slopes_ref[b, n], item.offset, qt * bq, kv_base,
+        ab = AlibiTile(slopes_ref[b, n], item.offset, qt * bq, kv_base,
                            (bk, bq), 1, spec.is_causal, side=side,
                            fixed_axis=0 if cfg.alibi_fixed_keys else 1,
                            # (Mosaic GPU's layout inference: not at 64)
@@ -1042,9 +1047,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
           segs = lambda: (segment_ids(q_seg_ref, b, q_rows, (bk, bq), 1),
                           kv_seg)
         if mask_ref is not None:  # a key-major copy of the dense mask
-          dense = lambda: fwd.dense_tile(mask_ref, b, n, pl.ds(kv_base, bk),
+          dense = lambda: dense_tile(mask_ref, b, n, pl.ds(kv_base, bk),
                                          q_rows)
-        return fwd.tile_visible(spec, item, kv_base, qt * bq, (bk, bq), True,
+        return tile_visible(spec, item, kv_base, qt * bq, (bk, bq), True,
                                 segs, dense)
 
       probs = functools.partial(  # S^T -> (P^T, the soft-cap's tanh?)
@@ -1182,13 +1187,13 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       return dk, dv, qt, n
 
     # Non-causal folded ALiBi: query tiles right of, across and left of
-    # the diagonal in three loops (``fwd.alibi_split``)
-    alibi_tiles = (fwd.alibi_split(kv_base, kv_base + bk - 1, item.offset,
+    # the diagonal in three loops (``alibi_split``)
+    alibi_tiles = (alibi_split(kv_base, kv_base + bk - 1, item.offset,
                                    bq, False)
                    if fold and not spec.is_causal else None)
 
     def head(g, carry):
-      return fwd.run_steps(item, functools.partial(step, g=g), carry,
+      return run_steps(item, functools.partial(step, g=g), carry,
                            alibi_tiles)
 
     carry = (zeros, zeros, *(step_rows.ahead(0, 0) if prefetch else ()),
@@ -1238,7 +1243,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 class _DbiasTiles:
   """dbias of a full (T, S) bias: dS of the logits (Alg. 2 line 14 before
   the soft-cap's factor; times r = 1 / (1 - rate) with dropout), the
-  [B, N, T, S] partial ([B, N, Tp, Sp] where ``fwd.BiasRing.operand``
+  [B, N, T, S] partial ([B, N, Tp, Sp] where ``BiasRing.operand``
   pads the bias) in the bias dtype that ``_vjp`` sums over the bias's
   broadcast dims (the triton backward's contract).  Written by the
   dQ kernel, whose CTA owns its query rows of one head: every element by
@@ -1256,7 +1261,7 @@ class _DbiasTiles:
         self.smem, self.ref.at[self.b, self.n, self.q_rows,
                                pl.ds(ki * self.bk, self.bk)])
 
-  def zero_skipped(self, item: fwd.Item):
+  def zero_skipped(self, item: Item):
     """Zeros into the tiles of the rows that the item's steps skip."""
     self.smem[...] = plgpu.layout_cast(
         jnp.zeros(self.smem.shape, self.smem.dtype), WGMMA)
@@ -1281,12 +1286,12 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                dbias: bool = False):
   """One CTA: ``C * block_q`` query rows of head ``heads``; loops over the
   kv tiles of the tile table (causal: launched longest first).  ``bias``:
-  then the bias operand, read through the K / V ring (``fwd.BiasRing``,
+  then the bias operand, read through the K / V ring (``BiasRing``,
   query-major, copied with V: the forward's tiles); ``dbias``: then its
   gradient, a second output (``_DbiasTiles``)."""
-  q_seg_ref, kv_seg_ref, mask_ref, refs = fwd.mask_refs(spec, refs)
+  q_seg_ref, kv_seg_ref, mask_ref, refs = mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
-  drop = fwd.DropoutTiles.pop(refs, rate,
+  drop = DropoutTiles.pop(refs, rate,
                               (cfg.block_q_dq, cfg.block_kv_dq), 0)
   bias_ref = refs.pop(0) if bias else None
   dq_ref, *dbias_ref, smem, barriers = refs
@@ -1297,7 +1302,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   dbias_smem = xchg_smem.pop() if dbias else None
   ring = None
   if bias_ref is not None:
-    ring = fwd.BiasRing(bias_ref, xchg_smem.pop(), interpret_bars.pop())
+    ring = BiasRing(bias_ref, xchg_smem.pop(), interpret_bars.pop())
   # dropout: the column keys of each step's key tile come with K
   key_smem = xchg_smem.pop() if drop is not None else None
   key_bars = interpret_bars.pop() if drop is not None else None
@@ -1308,8 +1313,8 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   b, n, qt = (lax.axis_index(a) for a in ("batch", "heads", "q_tiles"))
   if spec.is_causal:  # the last query tiles see the most keys
     qt = num_q_tiles - 1 - qt
-  sync = fwd.Sync(wg, c, stages, interpret_bars if interpret else None)
-  item = fwd.Item(b, n, qt, tiles_ref, cfg.masked_first, lengths=True)
+  sync = Sync(wg, c, stages, interpret_bars if interpret else None)
+  item = Item(b, n, qt, tiles_ref, cfg.masked_first, lengths=True)
 
   def _consumer(w):
     stagger = _Stagger(sync, cfg, w)
@@ -1322,7 +1327,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     lse_rows, delta = row_vec(lse_ref), row_vec(delta_ref)
     s_init, dp_init, logits = _row_terms(lse_rows, delta, (bq, bk), 0, scale,
                                          cap)
-    fold = alibi and fwd.folds_alibi(scale, cap)
+    fold = alibi and folds_alibi(scale, cap)
     if alibi:
       slope2 = slopes_ref[b, n]
     if spec.has_segments:
@@ -1347,7 +1352,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       k_smem, v_smem = k_smems.at[slot], v_smems.at[slot]
       s_init_j = s_init
       if alibi and (xchg is None or w == 0):  # folded: in S's init
-        ab = fwd.AlibiTile(slope2, item.offset, q_base, ki * bk, (bq, bk), 0,
+        ab = AlibiTile(slope2, item.offset, q_base, ki * bk, (bq, bk), 0,
                            spec.is_causal, side=side)
         k_init = ab.k_init(scale * _LOG2E) if fold else None
         if k_init is not None:
@@ -1361,7 +1366,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
         s_init_j, bias_logits = _bias_terms(
             s_init_j, lambda: ring.load(slot, w * bq, bq), scale, cap)
 
-      visible = lambda: fwd.query_tile_visible(
+      visible = lambda: query_tile_visible(
           spec, item, b, n, q_base, ki, (bq, bk),
           q_seg if spec.has_segments else None, kv_seg_ref, mask_ref)
       probs = functools.partial(  # S -> (P, the soft-cap's tanh?)
@@ -1415,10 +1420,10 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       sync.release(0, slot)  # K read
       return dq
 
-    alibi_tiles = (fwd.alibi_split(q_base, q_base + bq - 1, item.offset, bk,
+    alibi_tiles = (alibi_split(q_base, q_base + bq - 1, item.offset, bk,
                                    True)
                    if fold and not spec.is_causal else None)
-    dq = fwd.run_steps(item, step, dq, alibi_tiles)
+    dq = run_steps(item, step, dq, alibi_tiles)
     # -- epilogue: Q is no longer read (every wgmma was awaited;
     # split_head_dim: by any consumer)
     if xchg is not None:
@@ -1428,7 +1433,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
   def _producer():
-    fwd.load_kv_tiles(item, group, bk, stages, sync, (k_ref, v_ref),
+    load_kv_tiles(item, group, bk, stages, sync, (k_ref, v_ref),
                       (k_smems, v_smems), (k_bars, v_bars),
                       keys=(0, drop.col_ref, key_smem, key_bars)
                       if drop is not None else None, bias=ring)
@@ -1493,15 +1498,15 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
     mask_t = [*mask_t, dense.swapaxes(2, 3)]  # key-major for dK/dV
   alibi = arrays.alibi_slopes is not None
   if alibi:
-    slopes = fwd.alibi_slopes(arrays, b)
+    slopes = alibi_slopes(arrays, b)
     mask_ops, mask_t = [*mask_ops, slopes], [*mask_t, slopes]
   if rate > 0.0:
-    keys = fwd.dropout_keys(arrays, tp, sp)
+    keys = dropout_keys(arrays, tp, sp)
     mask_ops, mask_t = [*mask_ops, *keys], [*mask_t, *keys]
-  bias = arrays.bias is not None  # read by both kernels (``fwd.BiasRing``)
+  bias = arrays.bias is not None  # read by both kernels (``BiasRing``)
   dbias = bias and params.bias_grad  # written by the dQ kernel
   if bias:
-    bias_op = fwd.BiasRing.operand(arrays.bias, tp, sp)
+    bias_op = BiasRing.operand(arrays.bias, tp, sp)
     mask_ops, mask_t = [*mask_ops, bias_op], [*mask_t, bias_op]
   table = functools.partial(fwd.tile_table, spec, arrays, dense, q_len,
                             kv_len, offset)
@@ -1559,7 +1564,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
       smem.append(plgpu.SMEM(shape, dtype))
       rings += (plgpu.Barrier(num_arrivals=2, num_barriers=shape[0]),)
   if bias:  # the key-major bias ring, last: [stages, C, bq, bk]
-    bias_smem, bias_bars = fwd.BiasRing.scratch(stages, bq, bk,
+    bias_smem, bias_bars = BiasRing.scratch(stages, bq, bk,
                                                 arrays.bias.dtype, parts=c)
     smem.append(bias_smem)
     rings += (bias_bars,)
@@ -1604,7 +1609,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   out_type = [jax.ShapeDtypeStruct((b, tp, n, hp), q.dtype)]
   bias_smem, bias_bars = [], []  # the bias ring (query-major), last; then
   if bias:  # dbias's staging tiles [C, bq, bk]
-    ring_smem, ring_bars = fwd.BiasRing.scratch(stages, dq_c * bq, bk,
+    ring_smem, ring_bars = BiasRing.scratch(stages, dq_c * bq, bk,
                                                 arrays.bias.dtype)
     bias_smem, bias_bars = [ring_smem], [ring_bars]
   if dbias:

@@ -72,7 +72,7 @@ class MosaicConfig:
       without ``row_tree``'s element-wise temporaries (``default``: 16 on
       d256).  Interpret mode keeps jnp's reduction.
     alibi_fma_keys: the ALiBi key vector of a step (tiles on one side of the
-      diagonal) by one FFMA a key (``forward.scaled_key_positions``)
+      diagonal) by one FFMA a key (``score_tiles.scaled_key_positions``)
       instead of an IADD3, an I2FP and an FMUL; not with a bias, nor at
       block_kv 64 (Mosaic GPU's layout inference finds no solution there).
   """
@@ -120,7 +120,7 @@ class MosaicConfig:
       # pair of consumers (forward._attention_kernel).
       raise ValueError("consumers=3 with persistent=True is not supported")
     # Each stage takes two of the CTA's 16 named barriers; 4 + consumers go
-    # before them (forward.BAR_TURN).
+    # before them (pipeline.BAR_TURN).
     top = (12 - self.consumers) // 2
     if not (isinstance(self.num_stages, int) and 2 <= self.num_stages <= top):
       raise ValueError(f"num_stages={self.num_stages} must be an int in "
@@ -415,7 +415,7 @@ class MosaicBackwardConfig:
       / loaded, against 124 / 260 without ALiBi).
     alibi_fma_queries: with ``alibi_fixed_keys``, the dK/dV kernel's
       per-step query vector by one FFMA a query
-      (``forward.scaled_key_positions``) instead of an IADD3, an I2FP and
+      (``score_tiles.scaled_key_positions``) instead of an IADD3, an I2FP and
       an FMUL a query, where block_q_dkv is 128 (d64's fused kernel; Mosaic
       GPU's layout inference finds no solution at 64).  H200, 2026-11-29
       (benchmarks/bwd_bench.py --alibi, backward TFLOP/s, one process):
@@ -493,7 +493,7 @@ class MosaicBackwardConfig:
       raise ValueError(f"num_stages={self.num_stages} must be <= 3 with "
                        "split_head_dim=True")
     # Each kernel takes two named barriers per stage after the first
-    # 4 + consumers (forward.Sync): 16 per CTA allow 5 stages with 2
+    # 4 + consumers (pipeline.Sync): 16 per CTA allow 5 stages with 2
     # consumers, 4 with 3.
     top = (12 - max(self.consumers, self.dq_consumers or 0)) // 2
     if not (isinstance(self.num_stages, int)
@@ -580,7 +580,7 @@ class MosaicBackwardConfig:
 
   def bias_bytes(self, itemsize: int = 2) -> tuple[int, int]:
     """(dK/dV kernel, dQ kernel) shared memory of a bias (``backward``,
-    ``forward.BiasRing``): each kernel's bias ring, one tile per stage of
+    ``score_tiles.BiasRing``): each kernel's bias ring, one tile per stage of
     the step's query rows against the CTA's keys ([block_q_dkv, consumers
     * block_kv_dkv] in the dK/dV kernel, [dq consumers * block_q_dq,
     block_kv_dq] in the dQ kernel), and the dQ kernel's dbias staging, a

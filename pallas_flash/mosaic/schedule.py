@@ -3,7 +3,7 @@
 ``MosaicConfig.persistent`` (the forward) and
 ``MosaicBackwardConfig.persistent`` (the dK/dV kernel) launch one CTA per
 SM (FA3, Shah et al. 2024, Sec. 3.1, persistent kernel).  Which CTA runs
-which work item (forward: a q tile of one (batch, head), ``forward.Item``;
+which work item (forward: a q tile of one (batch, head), ``pipeline.Item``;
 dK/dV: a kv tile of one (batch, kv head)) is decided here, at trace time,
 by list scheduling: the items, taken in the launch order, each go to the
 CTA with the least work so far (with the items sorted longest first this is
