@@ -494,9 +494,11 @@ def test_nondeterministic_impl_passes_the_flag(monkeypatch):
 
 def test_mosaic_bench_fp8_arguments_and_cells():
   """``mosaic_bench --dtype fp8``'s arguments: cells, variants, head-dim
-  filter, what fp8 refuses; and the variants of the 2026-11-28 d128 fp8
-  sweep all pass ``check_supported`` (shared memory <= 227 KiB) in its
-  cells, while stacking 3 stages on block_kv=256 does not."""
+  filter, what fp8 refuses; and of the 2026-11-28 d128 fp8 sweep over
+  today's three-consumer default, the variants pass ``check_supported``
+  (shared memory <= 227 KiB) in its cells but block_kv=256 (three
+  consumers take <= 192), and stacking 3 stages on two consumers' block_kv
+  256 does not fit."""
   from benchmarks import mosaic_bench as mb
 
   args = mb.parse_args(["--bench", "--dtype", "fp8", "--cells",
@@ -518,8 +520,12 @@ def test_mosaic_bench_fp8_arguments_and_cells():
       "block_kv=256", "consumers=3,persistent=False,overlap_softmax=False",
       "block_kv=128,num_stages=3", "block_kv=256,overlap_softmax=False")]
   for h, t, causal in args.cells:
+    # (the d128 fp8 default has three consumers, which take no block_kv 256)
     kept, skipped = mb.fitting_configs(h, causal, t, sweep, fp8=True)
-    assert skipped == [] and len(kept) == 1 + len(sweep)
+    assert [text for text, _ in skipped] == [
+        "block_kv=256", "block_kv=256,overlap_softmax=False"], skipped
+    assert all("block_kv <= 192" in reason for _, reason in skipped)
+    assert len(kept) == 1 + len(sweep) - 2
     for _, _, cfg in kept[1:]:
       assert cfg.smem_bytes(h, fp8=True) <= 227 * 1024
     (_, reason), = mb.fitting_configs(
@@ -558,30 +564,32 @@ def test_mosaic_bench_fp8_checks_times_and_skips(monkeypatch):
     return out * 1.5 if cfg is not None and cfg.overlap_softmax else out
   monkeypatch.setattr(pf, "flash_attention", spy)
 
+  two = "consumers=2,block_kv=256"  # (the default has three consumers)
   variants = [mb.parse_variant(v) for v in (
-      "block_kv=256", "block_kv=256,overlap_softmax=True",
-      "num_stages=3,block_kv=256", "block_kv=64", "persistent=True")]
+      two, two + ",overlap_softmax=True", two + ",num_stages=3",
+      "block_kv=64", "persistent=True", "block_kv=256")]
   (r,) = mb.bench_fp8(variants, cells=[(128, 256, True)], reps=2,
                       min_ms=0.0, tokens=512, hidden=256)
   base = MosaicConfig.default(128, True, kv_seqlen=256, fp8=True)
-  wide = dc.replace(base, block_kv=256)
+  wide = dc.replace(base, consumers=2, block_kv=256)
   assert seen == [None, wide, dc.replace(wide, overlap_softmax=True)]
   assert (r["dtype"], r["peer"], r["batch"], r["heads"]) == (
       "fp8", "cudnn-fp8", 2, 2)
   names = list(r["variants"])
   assert list(r["variants"].values()) == [
-      "default", "block_kv=256", "block_kv=256,overlap_softmax=True"]
+      "default", two, two + ",overlap_softmax=True"]
   for name in names[:2]:  # checked, then timed
     assert r[mb._err_key(name)] < mb.FWD_TOL["float8_e4m3fn"]
     assert r[name] > 0
   assert r["failed"][names[2]].startswith("wrong: rel err vs f32")
   assert names[2] not in r
   reasons = dict(r["skipped"])
-  assert list(reasons) == ["num_stages=3,block_kv=256", "block_kv=64",
-                           "persistent=True"]
-  assert "272128 bytes of shared memory" in reasons["num_stages=3,block_kv=256"]
+  assert list(reasons) == [two + ",num_stages=3", "block_kv=64",
+                           "persistent=True", "block_kv=256"]
+  assert "247296 bytes of shared memory" in reasons[two + ",num_stages=3"]
   assert "multiple of 128" in reasons["block_kv=64"]
   assert "persistent=True is not supported" in reasons["persistent=True"]
+  assert "block_kv <= 192" in reasons["block_kv=256"]
   if "cudnn-fp8" in r:  # a Hopper GPU: paired ratios to cuDNN fp8
     assert set(r["paired"]) == set(names[:2])
   else:
@@ -589,7 +597,7 @@ def test_mosaic_bench_fp8_checks_times_and_skips(monkeypatch):
   table = mb.table([r])
   assert "| d128 S256 C fp8 | 2x2 |" in table
   assert "| d128 S256 C fp8 | block_kv=64 | - |" in table
-  assert "skipped: bk256s3hMc3 needs 272128 bytes" in table
+  assert "skipped: bk256s3hM needs 247296 bytes" in table
   assert "wrong: rel err vs f32" in table
 
 

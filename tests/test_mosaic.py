@@ -279,6 +279,14 @@ def test_unsupported_raise_not_implemented():
   q = jnp.zeros((1, 128, 1, 64), jnp.float32)
   with pytest.raises(NotImplementedError, match="float16/bfloat16"):
     mosaic_forward.check_supported(_params(), q, q, q)
+  # three consumers with a 256-key tile do not compile (Mosaic GPU's pass
+  # pipeline, natively); 192 keys do
+  q = jnp.zeros((1, 128, 1, 64), jnp.bfloat16)
+  with pytest.raises(NotImplementedError, match="block_kv <= 192"):
+    mosaic_forward.check_supported(
+        _params(MosaicConfig(consumers=3, block_kv=256)), q, q, q)
+  mosaic_forward.check_supported(
+      _params(MosaicConfig(consumers=3, block_kv=192)), q, q, q)
 
 
 def test_bad_config():

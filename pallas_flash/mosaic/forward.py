@@ -179,6 +179,11 @@ def check_supported(params: KernelParams, q, k, v,
           f"mosaic forward needs a Hopper GPU (sm_90), got {dev.device_kind} "
           f"compute_capability={cc!r}")
   h, cfg = _config(params, q, k, arrays)
+  if cfg.consumers == 3 and cfg.block_kv >= 256:
+    # A [64, 256] f32 score tile per consumer in 160 registers: Mosaic GPU's
+    # pass pipeline fails (JAX 0.11.2; d64 bf16 and d128 fp8, H200).
+    raise NotImplementedError(f"three consumers take block_kv <= 192, got "
+                              f"{cfg.block_kv}")
   if fp8 and cfg.block_kv % 128:
     # V^T's tiles [H, block_kv] are swizzled by 128 bytes along the keys.
     raise NotImplementedError(f"the fp8 forward needs block_kv a multiple of "
