@@ -21,7 +21,8 @@ instead: every masking and score option the kernels read (dropout, ALiBi,
 soft-cap, segments, dense masks, windows, lengths, the bottom-right
 diagonal, GQA and MQA) across d64 / d128 / d256, and the kernels' config
 branches (consumers, softmax overlap, persistence, row rings, fused and
-split backward), for a refactor of the kernels themselves.
+split backward), a bias and the fp8 forward, for a refactor of the kernels
+themselves.
 """
 from __future__ import annotations
 
@@ -52,15 +53,16 @@ CELLS = [(64, True, 0.0), (128, False, 0.0), (128, True, 0.1),
 
 
 def _wide(name, h, causal=True, *, n=4, k=2, s=None, fwd=None, bwd=None,
-          **options) -> workloads.Workload:
-  """A [2, 1000] bf16 cell of ``WIDE``: GQA n/k, the given mask and score
-  options (``Workload`` fields) and, where given, a forward / backward
-  config (then lowered with ``implementation="mosaic"``)."""
+          dtype="bfloat16", **options) -> workloads.Workload:
+  """A [2, 1000] cell of ``WIDE`` (bf16 unless ``dtype``): GQA n/k, the
+  given mask and score options (``Workload`` fields) and, where given, a
+  forward / backward config (then lowered with
+  ``implementation="mosaic"``)."""
   config = (MosaicConfig(**(fwd or {}), backward=MosaicBackwardConfig(
       **bwd) if bwd else None) if fwd or bwd else None)
   return workloads.Workload(
       name=name, batch=2, seqlen=1000, kv_seqlen=s, heads=n, kv_heads=k,
-      head_dim=h, causal=causal, dtype="bfloat16", config=config, **options)
+      head_dim=h, causal=causal, dtype=dtype, config=config, **options)
 
 
 # The cells of ``--wide``: each feature at d64, d128 and d256 (GQA 4/2
@@ -135,6 +137,15 @@ WIDE = [
           bwd=dict(split_head_dim=True, stagger_consumers=True)),
     _wide("bwd 3 stages prefetch", 128, True, dense_mask="keys",
           bwd=dict(num_stages=3, prefetch_rows=True)),
+    # a [1, N, T, S] bias (the bias rings; dbias is not asked for; at d256
+    # the backward with a bias is Pallas-Triton's, which needs a GPU to
+    # lower), and the fp8 forward (forward only, unit descales)
+    *[_wide("bias", h, c, bias=True) for h, c in ((64, False), (128, True))],
+    _wide("fp8", 64, False, dtype="float8_e4m3fn"),
+    _wide("fp8 lengths", 128, True, dtype="float8_e4m3fn",
+          q_lengths=(1000, 300), kv_lengths=(1000, 700)),
+    _wide("fp8 window", 128, False, dtype="float8_e4m3fn", window=(256, 0)),
+    _wide("fp8", 256, False, dtype="float8_e4m3fn"),
 ]
 
 
@@ -233,6 +244,8 @@ def lower_call(w: workloads.Workload) -> str:
   ``config`` is lowered with ``implementation="mosaic"`` (the default
   dispatch ignores a config)."""
   q, k, v, kw = w.inputs()
+  if w.bias:  # (Workload.inputs leaves the bias to make_inputs)
+    kw["bias"] = jnp.zeros((1, w.heads, w.seqlen, w.kv_len), w.dtype)
   arrays = {n: x for n, x in kw.items() if isinstance(x, jax.Array)}
   static = {n: x for n, x in kw.items() if n not in arrays}
   if w.config is not None:
@@ -242,11 +255,13 @@ def lower_call(w: workloads.Workload) -> str:
   def loss(q, k, v, arrays):
     return pf.flash_attention(q, k, v, **static, **arrays).astype(
         jnp.float32).sum()
+  # fp8 takes no derivative: its forward alone
+  fn = loss if jnp.dtype(w.dtype).itemsize == 1 else jax.grad(loss, (0, 1, 2))
   with mock.patch.object(_dispatch, "on_gpu", lambda: True), \
       mock.patch.object(_dispatch, "is_hopper", lambda: True), \
       mock.patch.object(mosaic_forward, "check_supported", lambda *a: None), \
       mock.patch.object(mosaic_forward, "_num_sms", lambda: 132):
-    lowered = jax.jit(jax.grad(loss, (0, 1, 2))).trace(
+    lowered = jax.jit(fn).trace(
         spec(q), spec(k), spec(v), jax.tree.map(spec, arrays)).lower(
             lowering_platforms=("cuda",))
   return lowered.as_text(debug_info=False)
