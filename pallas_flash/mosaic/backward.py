@@ -467,7 +467,7 @@ class _Exchange:
     i = 2 * d + (0 if full else 1)
     if self.mbarriers is None:
       named_barrier("arrive" if op == "arrive" else "sync",
-                        self.first_id + i, 2 * WG_THREADS)
+                    self.first_id + i, 2 * WG_THREADS)
     elif op == "arrive":
       plgpu.barrier_arrive(self.mbarriers.at[i])
     else:
@@ -852,8 +852,8 @@ def _dkdv_producer(items: schedule.Items, work_item, sync,
       g = jnp.minimum(lax.div(r, jnp.maximum(n_steps, 1)), group - 1)
       tile = jnp.clip(item.tile_of(r - g * n_steps), 0, n_q_tiles - 1)
       copy_row_pair((lse_ref, delta_ref), b, kvh * group + g,
-                        pl.ds(tile * bq, bq), row_smem, row_bars,
-                        _ahead_slot(cfg, r))
+                    pl.ds(tile * bq, bq), row_smem, row_bars,
+                    _ahead_slot(cfg, r))
 
     if ring_ahead:  # copy 0
       copy_rows_ahead(jnp.int32(0))
@@ -874,7 +874,7 @@ def _dkdv_producer(items: schedule.Items, work_item, sync,
         copy_rows_ahead(i + 1)
       elif row_ring is not None:  # the rows' (lse2, delta)
         copy_row_pair((lse_ref, delta_ref), b, rows[2], rows[1], row_smem,
-                          row_bars, slot)
+                      row_bars, slot)
       if keys is not None:  # the query rows' dropout keys (r_i, m_i)
         drop, key_smem, key_bars = keys
         drop.copy_rows(b, rows[2], rows[1], key_smem, key_bars, slot)
@@ -924,7 +924,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   q_seg_ref, kv_seg_ref, mask_ref, refs = mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
   drop = DropoutTiles.pop(refs, rate,
-                              (cfg.block_kv_dkv, cfg.block_q_dkv), 1)
+                          (cfg.block_kv_dkv, cfg.block_q_dkv), 1)
   bias_ref = refs.pop(0) if bias else None
   fold = alibi and folds_alibi(scale, cap)
   fused = cfg.one_kernel  # dQ by TMA reduce-add into dq_ref
@@ -962,7 +962,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     """``item_coords`` of the CTA's item i and its ``Item``."""
     b, kvh, kt = item_coords(i)
     return b, kvh, kt, Item(b, kvh, kt, tiles_ref, cfg.masked_first,
-                                lengths=lengths)
+                            lengths=lengths)
 
   def _consumer(w):
     stagger = _Stagger(sync, cfg, w)
@@ -1029,11 +1029,11 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       s_fold = fold and has_s
       if alibi and has_s:  # folded: its linear part is in S^T's init
         ab = AlibiTile(slopes_ref[b, n], item.offset, qt * bq, kv_base,
-                           (bk, bq), 1, spec.is_causal, side=side,
-                           fixed_axis=0 if cfg.alibi_fixed_keys else 1,
-                           # (Mosaic GPU's layout inference: not at 64)
-                           fma_queries=(cfg.alibi_fma_queries
-                                        and not interpret and bq >= 128))
+                       (bk, bq), 1, spec.is_causal, side=side,
+                       fixed_axis=0 if cfg.alibi_fixed_keys else 1,
+                       # (Mosaic GPU's layout inference: not at 64)
+                       fma_queries=(cfg.alibi_fma_queries
+                                    and not interpret and bq >= 128))
       s_init, dp_init, logits = _row_terms(
           lse2 - ab.q_vec if s_fold else lse2, delta, (bk, bq), 1, scale, cap)
       k_init = ab.k_init(scale * _LOG2E) if s_fold else None
@@ -1048,9 +1048,9 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
                           kv_seg)
         if mask_ref is not None:  # a key-major copy of the dense mask
           dense = lambda: dense_tile(mask_ref, b, n, pl.ds(kv_base, bk),
-                                         q_rows)
+                                     q_rows)
         return tile_visible(spec, item, kv_base, qt * bq, (bk, bq), True,
-                                segs, dense)
+                            segs, dense)
 
       probs = functools.partial(  # S^T -> (P^T, the soft-cap's tanh?)
           _probs, logits=logits, visible=visible if masked else None,
@@ -1189,12 +1189,12 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
     # Non-causal folded ALiBi: query tiles right of, across and left of
     # the diagonal in three loops (``alibi_split``)
     alibi_tiles = (alibi_split(kv_base, kv_base + bk - 1, item.offset,
-                                   bq, False)
+                               bq, False)
                    if fold and not spec.is_causal else None)
 
     def head(g, carry):
       return run_steps(item, functools.partial(step, g=g), carry,
-                           alibi_tiles)
+                       alibi_tiles)
 
     carry = (zeros, zeros, *(step_rows.ahead(0, 0) if prefetch else ()),
              *((jnp.int32(0),) * 2 if fused else ()))
@@ -1292,7 +1292,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
   q_seg_ref, kv_seg_ref, mask_ref, refs = mask_refs(spec, refs)
   slopes_ref = refs.pop(0) if alibi else None
   drop = DropoutTiles.pop(refs, rate,
-                              (cfg.block_q_dq, cfg.block_kv_dq), 0)
+                          (cfg.block_q_dq, cfg.block_kv_dq), 0)
   bias_ref = refs.pop(0) if bias else None
   dq_ref, *dbias_ref, smem, barriers = refs
   q_smems, do_smems, k_smems, v_smems, *xchg_smem = smem
@@ -1353,7 +1353,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       s_init_j = s_init
       if alibi and (xchg is None or w == 0):  # folded: in S's init
         ab = AlibiTile(slope2, item.offset, q_base, ki * bk, (bq, bk), 0,
-                           spec.is_causal, side=side)
+                       spec.is_causal, side=side)
         k_init = ab.k_init(scale * _LOG2E) if fold else None
         if k_init is not None:
           s_init_j = _row_terms(lse_rows - ab.q_vec, delta, (bq, bk), 0,
@@ -1421,7 +1421,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
       return dq
 
     alibi_tiles = (alibi_split(q_base, q_base + bq - 1, item.offset, bk,
-                                   True)
+                               True)
                    if fold and not spec.is_causal else None)
     dq = run_steps(item, step, dq, alibi_tiles)
     # -- epilogue: Q is no longer read (every wgmma was awaited;
@@ -1434,9 +1434,9 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, tiles_ref,
 
   def _producer():
     load_kv_tiles(item, group, bk, stages, sync, (k_ref, v_ref),
-                      (k_smems, v_smems), (k_bars, v_bars),
-                      keys=(0, drop.col_ref, key_smem, key_bars)
-                      if drop is not None else None, bias=ring)
+                  (k_smems, v_smems), (k_bars, v_bars),
+                  keys=(0, drop.col_ref, key_smem, key_bars)
+                  if drop is not None else None, bias=ring)
 
     @pl.loop(jnp.maximum(0, item.n_steps - stages), item.n_steps)
     def _(j):
@@ -1565,7 +1565,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
       rings += (plgpu.Barrier(num_arrivals=2, num_barriers=shape[0]),)
   if bias:  # the key-major bias ring, last: [stages, C, bq, bk]
     bias_smem, bias_bars = BiasRing.scratch(stages, bq, bk,
-                                                arrays.bias.dtype, parts=c)
+                                            arrays.bias.dtype, parts=c)
     smem.append(bias_smem)
     rings += (bias_bars,)
   dkdv = functools.partial(
@@ -1610,7 +1610,7 @@ def backward(q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   bias_smem, bias_bars = [], []  # the bias ring (query-major), last; then
   if bias:  # dbias's staging tiles [C, bq, bk]
     ring_smem, ring_bars = BiasRing.scratch(stages, dq_c * bq, bk,
-                                                arrays.bias.dtype)
+                                            arrays.bias.dtype)
     bias_smem, bias_bars = [ring_smem], [ring_bars]
   if dbias:
     bias_smem.append(plgpu.SMEM((dq_c, bq, bk), arrays.bias.dtype,
