@@ -245,7 +245,8 @@ def lower_call(w: workloads.Workload) -> str:
   dispatch ignores a config)."""
   q, k, v, kw = w.inputs()
   if w.bias:  # (Workload.inputs leaves the bias to make_inputs)
-    kw["bias"] = jnp.zeros((1, w.heads, w.seqlen, w.kv_len), w.dtype)
+    kw["bias"] = workloads.head_bias(jax.random.key(w.seed), w.heads,
+                                     w.seqlen, w.kv_len, w.dtype)
   arrays = {n: x for n, x in kw.items() if isinstance(x, jax.Array)}
   static = {n: x for n, x in kw.items() if n not in arrays}
   if w.config is not None:
