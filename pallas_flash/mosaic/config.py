@@ -631,7 +631,7 @@ class MosaicBackwardConfig:
 
     - d64: one fused kernel (fixed-point dQ adds), 128-row query steps,
       128-key dQ steps, the row ring, persistent; with dropout two kernels
-      and 64-row query steps.
+      (128-row query steps, 128-key dQ steps).
     - d > 128: ``split_head_dim`` (the only register-feasible form), the
       row ring without dropout.
     - d128, two kernels with 64-row / 64-key steps, 240 registers per dK/dV
@@ -651,7 +651,7 @@ class MosaicBackwardConfig:
         return entry
       return dataclasses.replace(entry, fused=False, deterministic=False)
     if head_dim <= 64 and dropout:
-      return cls(block_q_dkv=64, block_kv_dq=128)
+      return cls(block_q_dkv=128, block_kv_dq=128)
     if head_dim <= 64:
       return cls(block_q_dkv=128, block_kv_dq=128, fused=True,
                  row_ring=True, persistent=True)
