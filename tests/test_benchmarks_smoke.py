@@ -567,7 +567,7 @@ def test_mosaic_bench_fp8_checks_times_and_skips(monkeypatch):
   two = "consumers=2,block_kv=256"  # (the default has three consumers)
   variants = [mb.parse_variant(v) for v in (
       two, two + ",overlap_softmax=True", two + ",num_stages=3",
-      "block_kv=64", "persistent=True", "block_kv=256")]
+      "block_kv=64", "consumers=4", "block_kv=256")]
   (r,) = mb.bench_fp8(variants, cells=[(128, 256, True)], reps=2,
                       min_ms=0.0, tokens=512, hidden=256)
   base = MosaicConfig.default(128, True, kv_seqlen=256, fp8=True)
@@ -585,10 +585,10 @@ def test_mosaic_bench_fp8_checks_times_and_skips(monkeypatch):
   assert names[2] not in r
   reasons = dict(r["skipped"])
   assert list(reasons) == [two + ",num_stages=3", "block_kv=64",
-                           "persistent=True", "block_kv=256"]
+                           "consumers=4", "block_kv=256"]
   assert "247296 bytes of shared memory" in reasons[two + ",num_stages=3"]
   assert "multiple of 128" in reasons["block_kv=64"]
-  assert "persistent=True is not supported" in reasons["persistent=True"]
+  assert "must be 2 or 3" in reasons["consumers=4"]
   assert "block_kv <= 192" in reasons["block_kv=256"]
   if "cudnn-fp8" in r:  # a Hopper GPU: paired ratios to cuDNN fp8
     assert set(r["paired"]) == set(names[:2])

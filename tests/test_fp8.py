@@ -64,6 +64,9 @@ CASES = [
       q_lengths=(256, 100), kv_lengths=(200, 256),
       config=MosaicConfig(persistent=True, overlap_softmax=True)),
     M("three consumers", t=192, s=256, config=MosaicConfig(consumers=3)),
+    M("three persistent consumers d128 causal, lengths", h=128, b=2, t=300,
+      s=256, causal=True, q_lengths=(300, 40), kv_lengths=(256, 256),
+      config=MosaicConfig(consumers=3, persistent=True)),
     M("row max / sum as a tree", h=128, t=128, s=512,
       config=MosaicConfig(block_kv=256, row_tree=16)),
 ]
@@ -87,6 +90,12 @@ GPU_CASES = [
       h=128, causal=True, config=MosaicConfig(overlap_softmax=True,
                                               persistent=True,
                                               heads_inner=True)),
+    M("gpu d128 S2k causal, three persistent consumers", b=2, t=2048,
+      s=2048, n=8, k=4, h=128, causal=True, config=MosaicConfig(
+          consumers=3, persistent=True, heads_inner=True)),
+    M("gpu d128 S2k, three persistent consumers, 4 stages", b=2, t=2048,
+      s=2000, n=8, k=8, h=128, config=MosaicConfig(
+          consumers=3, persistent=True, num_stages=4)),
 ]
 
 

@@ -121,8 +121,8 @@ CASES = [
     M("3 consumers, two idle in the last tile, causal", t=200, s=256,
       causal=True, bottom_right=True, config=MosaicConfig(consumers=3)),
     # The d64 causal default from T = S = 4096 on (three consumers, heads
-    # inner, not persistent; 2026-11-30), on fewer rows: idle consumers in
-    # the last tile and past each one's diagonal, an empty row block.
+    # inner, persistent; 2026-11-30), on fewer rows: idle consumers in the
+    # last tile and past each one's diagonal, an empty row block.
     M("d64 S4k causal default 3 consumers ragged", b=2, t=200, s=264, n=2,
       k=1, causal=True, q_lengths=(200, 70), kv_lengths=(264, 100),
       config=MosaicConfig.default(64, True, kv_seqlen=4096, q_seqlen=4096)),
@@ -130,6 +130,19 @@ CASES = [
       n=2, k=1, causal=True, q_lengths=(200, 70), kv_lengths=(264, 100),
       dropout=0.2, config=MosaicConfig.default(
           64, True, kv_seqlen=4096, q_seqlen=4096, dropout=True)),
+    # Three consumers in a persistent kernel: at each item's end the last
+    # passes the turn once more and consumer 0 takes it (interpret mode's 3
+    # CTAs take several items each, some of them empty).
+    M("3 persistent consumers, lengths with empty rows", b=2, t=400, s=256,
+      causal=True, q_lengths=(400, 0), kv_lengths=(256, 90),
+      config=MosaicConfig(consumers=3, persistent=True)),
+    M("3 persistent consumers, softmax overlap, gqa d128", b=2, n=2, k=1,
+      h=128, t=200, s=300, config=MosaicConfig(
+          consumers=3, persistent=True, overlap_softmax=True)),
+    M("3 persistent consumers, idle ones, causal dropout d64", b=2, t=400,
+      s=400, causal=True, q_lengths=(400, 130), kv_lengths=(400, 250),
+      dropout=0.2, config=MosaicConfig(consumers=3, persistent=True,
+                                       block_kv=128)),
     # Dropout: exact against the reference's keep bits (the same rng; the
     # plain path's bits: test_dropout_bits_identical_to_helper_and_triton).
     M("dropout d128 persistent softmax overlap alibi lengths", b=2, h=128,
@@ -196,6 +209,15 @@ SLOW = [
       config=MosaicConfig(consumers=3)),
     M("3 consumers bk192 overlap S1k", t=1024, s=1100, n=4, k=4,
       config=MosaicConfig(block_kv=192, consumers=3, overlap_softmax=True)),
+    # More items than SMs: three persistent consumers exchange the turn at
+    # 2-4 items' ends per CTA, with 2 and 4 stages (named barriers 11 and 15).
+    M("3 persistent consumers 264 items causal ragged", b=3, t=1500,
+      s=1500, n=8, k=4, h=128, causal=True, q_lengths=(1500, 1000, 13),
+      kv_lengths=(1500, 1500, 700), config=MosaicConfig(
+          consumers=3, persistent=True, heads_inner=True)),
+    M("3 persistent consumers 4 stages 344 items d64", b=2, t=2048, s=1000,
+      n=16, k=16, config=MosaicConfig(consumers=3, persistent=True,
+                                      num_stages=4)),
     # 420 items of ragged lengths on 132 CTAs, 7 groups of 2 heads (1.1 MiB
     # of K/V per head).
     M("persistent causal heads inner 420 items, ragged", b=3, t=1200, s=1300,
@@ -302,8 +324,6 @@ def test_bad_config():
     MosaicConfig(num_stages=5, consumers=3)
   with pytest.raises(ValueError, match="consumers"):
     MosaicConfig(consumers=4)
-  with pytest.raises(ValueError, match="persistent"):
-    MosaicConfig(consumers=3, persistent=True)
   with pytest.raises(ValueError, match="head_group_mib"):
     MosaicConfig(head_group_mib=0)
   for bad in (4, 12, -8, 16.0):
@@ -396,16 +416,22 @@ def test_config_default_d128_causal_long_takes_three_consumers():
 
 def test_config_default_d64_three_consumers_from_4096():
   """d64 from the shorter sequence's 4096 (MosaicConfig.default's
-  2026-11-30 measurements): three consumers, block_kv 128, not persistent;
-  with dropout too; two with a feature the rule was not measured with."""
+  2026-11-30 measurements): three consumers, block_kv 128, persistent
+  (fp8 only causal below 16384); with dropout too; two with a feature the
+  rule was not measured with."""
   d = MosaicConfig.default
   for causal in (False, True):
     for t in (4096, 16384):
       for feature in (dict(), dict(fp8=True), dict(dropout=True)):
         cfg = d(64, causal, kv_seqlen=t, q_seqlen=t, **feature)
+        persistent = not feature.get("fp8") or (causal and t < 16384)
         assert (cfg.consumers, cfg.block_kv, cfg.persistent) == (
-            3, 128, False), (causal, t, feature, cfg)
+            3, 128, persistent), (causal, t, feature, cfg)
+        assert cfg.heads_inner == causal and not cfg.overlap_softmax
         assert cfg.smem_bytes(64) <= 227 * 1024
+    # three consumers by kv_seqlen alone (non-causal, with a feature) are
+    # not persistent: measured only without ALiBi, a window or masks
+    assert not d(64, False, kv_seqlen=16384, alibi=True).persistent
     assert d(64, causal, kv_seqlen=2048).consumers == 2
     assert d(64, causal, kv_seqlen=4096, q_seqlen=2048).consumers == 2
     for other in (dict(alibi=True), dict(window=True),
@@ -641,6 +667,7 @@ LOWERINGS = [  # (head dim, causal, config, extra masking)
     (128, True, None, "soft-cap"),
     (64, True, MosaicConfig(consumers=3), None),
     (64, False, MosaicConfig(consumers=3, overlap_softmax=True), None),
+    (128, True, MosaicConfig(consumers=3, persistent=True), None),
     # the row max / sum by Mosaic GPU's reduction with more accumulators
     (64, True, MosaicConfig(reduce_ilp=32), None),
     (128, True, MosaicConfig(overlap_softmax=True, reduce_ilp=16), None),

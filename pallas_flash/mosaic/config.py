@@ -35,7 +35,8 @@ class MosaicConfig:
     consumers: consumer warpgroups per CTA, 2 or 3, taking turns on the
       tensor cores in a ring (FA3 runs 3 at head dim 64: each softmax then
       hides behind two other warpgroups' GEMMs).  With 3, registers per
-      consumer thread drop from 232 to 160, and persistence is not offered.
+      consumer thread drop from 232 to 160 (d64's persistent form fits
+      them; d128's spills).
     heads_inner: launch order; the batch rows of a (head, q tile) are
       always adjacent.  False: then the q tiles of one head, heads slowest
       (a wave of CTAs reads few heads' K/V, which stay in L2); True: then
@@ -115,10 +116,6 @@ class MosaicConfig:
                        "of two <= 64")
     if self.consumers not in (2, 3):
       raise ValueError(f"consumers={self.consumers} must be 2 or 3")
-    if self.consumers == 3 and self.persistent:
-      # The persistent item boundary's extra turn exchange is written for a
-      # pair of consumers (forward._attention_kernel).
-      raise ValueError("consumers=3 with persistent=True is not supported")
     # Each stage takes two of the CTA's 16 named barriers; 4 + consumers go
     # before them (pipeline.BAR_TURN).
     top = (12 - self.consumers) // 2
@@ -227,6 +224,10 @@ class MosaicConfig:
       persistent at every length (where ALiBi, a window or every tile
       masked keep two: non-causal block_kv 256); d64 non-causal on three at
       every length.
+    - d64's three consumers from 4096 (the rule above) run persistent, with
+      dropout too; fp8 only causal below 16384.  d128's three stay one item
+      a CTA: the persistent form spills at 128 registers (ptxas: 116-156
+      bytes and serialized wgmmas bf16, 24-240 bytes fp8).
     - row_tree 8 on d128's two-consumer overlap entries, 32 on d64
       non-causal block_kv 256; reduce_ilp 16 on d256; only without fp8,
       dropout, ALiBi, a window or every tile masked.
@@ -268,6 +269,11 @@ class MosaicConfig:
       if key == (64, False):
         cfg = dataclasses.replace(cfg, block_kv=128, consumers=3,
                                   persistent=False)
+    # three persistent consumers at d64 (2026-11-30 rules): bf16 S4k C / N
+    # +4 / +4%, S16k +1%, dropout's S4k +4%; fp8 S4k C +4%, N level, S16k -2%
+    if (key[0] == 64 and cfg.consumers == 3 and shorter >= 4096 and d64_three
+        and (not fp8 or (causal and shorter < 16384))):
+      cfg = dataclasses.replace(cfg, persistent=True)
     # the row reductions' forms, only where measured: none of these features
     if not (fp8 or dropout or alibi or every_tile_masked or window):
       if key[0] == 128 and cfg.consumers == 2 and cfg.overlap_softmax:

@@ -764,12 +764,16 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             acc, m_i, l_i = steps((acc, m_i, l_i))
           load_next_q()
           pl.when(wg != last_wg)(sync.pass_turn)  # the next one's last take
-          if num_ctas:  # two consumers (MosaicConfig)
-            # Before consumer 0 passes the turn again (next item's first S
-            # GEMM), consumer 1 must have taken this one: a second bar.arrive
-            # would complete the barrier without it.  The overlap path below
-            # has this order built in (its first step takes the turn).
-            pl.when(wg == 1)(sync.pass_turn)
+          if num_ctas:
+            # Before consumer w passes the turn again (the next item's first
+            # S GEMM), consumer w + 1 must have taken this item's last pass:
+            # a second bar.arrive would complete the barrier without it.  So
+            # the last consumer passes once more and consumer 0 takes it:
+            # 0's next pass then follows every consumer's last take (each
+            # took before it passed), and so does each later pass.  The
+            # overlap path below has this order built in (its first step
+            # takes the turn).
+            pl.when(wg == last_wg)(sync.pass_turn)
             pl.when(wg == 0)(sync.take_turn)
           return acc, m_i, l_i
 
@@ -1084,9 +1088,14 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams,
   if num_ctas:  # each CTA's items (schedule.py), work from the masks
     _, _, qt = schedule.item_of(schedule.decode(np.arange(num_items), order),
                                 order, num_q_tiles, spec.is_causal)
-    steps = schedule.tile_steps(spec, t, s, rows, bk, num_q_tiles)
+    # three consumers skip their idle steps (``in_turns``; not with a bias
+    # ring, nor in the softmax-overlap form)
+    skips = cfg.consumers == 3 and not bias and not cfg.overlap_softmax
+    steps = (schedule.consumer_steps(spec, t, s, bq, cfg.consumers, bk,
+                                     num_q_tiles) if skips else
+             schedule.tile_steps(spec, t, s, rows, bk, num_q_tiles))
     operands.insert(4, jnp.asarray(
-        schedule.list_schedule(steps[qt], num_ctas)))
+        schedule.list_schedule(steps[qt], num_ctas, longest_first=skips)))
   kernel = functools.partial(
       _attention_kernel, spec=spec, scale=float(params.scale),
       cap=params.logits_soft_cap, block_q=bq, block_kv=bk,
