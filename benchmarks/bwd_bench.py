@@ -2,7 +2,7 @@
 
 Each cell of the FlashAttention workload (B * T = 16384 tokens, hidden 2048,
 bf16) times, in one process on the same inputs and in interleaved bursts
-(``benchmarks.timing.time_interleaved``), the forward alone and forward +
+(``benchmarks.timing.interleaved_samples``), the forward alone and forward +
 backward of: ours (``implementation="mosaic"``: Mosaic forward and, for head
 dims <= 128, the Mosaic backward; plus each ``--variant`` of the backward
 config; a field only the forward config has, or one written ``fwd.``, as
@@ -35,6 +35,13 @@ bias ring and fall back to triton).  Their gradients, dbias included, are
 checked against ``cudnn bias``'s; the bias's cost is ours bias against
 ours in the same run (issue 50: fwd+bwd >= 0.8).
 
+Every other ``ours...`` row (a variant, a feature) also gets paired ratios
+against ``ours`` (``paired_vs_ours``): per rep, ours' time over the row's for
+the forward, fwd+bwd and the backward (fwd+bwd minus forward within the
+rep), as median and quartiles; above 1 the row is faster.  The samples of a
+rep are one pass in random order, so drift cancels, and a variant's gain is
+read far finer than from two medians (whose spreads reach 10-20%).
+
 Prints a short table last; with --out writes a log and a JSON of results.
 """
 from __future__ import annotations
@@ -48,10 +55,11 @@ import re
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from benchmarks import mosaic_bench, peers
 from benchmarks.mosaic_bench import cell_inputs, log, parse_variant, tokamax_fn
-from benchmarks.timing import time_interleaved
+from benchmarks.timing import interleaved_samples, paired_ratio, summarise
 from benchmarks.workloads import alibi_slopes
 import pallas_flash as pf
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
@@ -231,7 +239,9 @@ def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
   del kept
   errors = {name: errors[name] for name in impls if name in errors}  # rows
   # in cell_impls' order, not the references-first order they ran in
-  times = time_interleaved(calls, reps, min_ms / 1e3)
+  samples, _ = interleaved_samples(calls, reps, min_ms / 1e3)
+  times = {name: summarise(xs) for name, xs in samples.items()}
+  paired = paired_vs_ours(samples)
   for name in errors:
     fwd_s, fb_s = times[name][0], times[name + " fb"][0]
     bwd_s = fb_s - fwd_s
@@ -241,13 +251,40 @@ def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
         fwdbwd_tflops=3.5 * flops / fb_s / 1e12, fwd_ms=fwd_s * 1e3,
         bwd_ms=bwd_s * 1e3, fwdbwd_ms=fb_s * 1e3,
         spread=max(times[name][1], times[name + " fb"][1]),
-        grad_err_vs_cudnn=errors[name], mosaic_kernels=kernels[name]))
+        grad_err_vs_cudnn=errors[name], mosaic_kernels=kernels[name],
+        paired_vs_ours=paired.get(name)))
     r = rows[-1]
     log(f"  {name:28s} fwd {r['fwd_tflops']:6.1f}  bwd {r['bwd_tflops']:6.1f}"
         f"  fwd+bwd {r['fwdbwd_tflops']:6.1f} TFLOP/s  grad err "
         f"{r['grad_err_vs_cudnn']:.1e}  spread {r['spread']:.2f}  "
         f"mosaic kernels {r['mosaic_kernels']}")
+    if name in paired:
+      log("  " + " " * 28 + "  ".join(
+          f"{m} {q50:.3f} [{q25:.3f}, {q75:.3f}]" for m, (q25, q50, q75)
+          in paired[name].items()) + "  (ours / this, paired)")
   return rows
+
+
+def paired_vs_ours(samples: dict) -> dict:
+  """{row: {"fwd" | "bwd" | "fwdbwd": (q25, median, q75)}} of ours' time
+  over each other ``ours...`` row's, rep by rep, from ``interleaved_samples``
+  (an entry ``name`` is the forward, ``name + " fb"`` fwd+bwd)."""
+  if "ours" not in samples or "ours fb" not in samples:
+    return {}
+  base = {m: np.asarray(samples["ours" + sfx], np.float64)
+          for m, sfx in (("fwd", ""), ("fwdbwd", " fb"))}
+  base["bwd"] = base["fwdbwd"] - base["fwd"]
+  out = {}
+  for name in samples:
+    if (not name.startswith("ours") or name.endswith(" fb") or name == "ours"
+        or name + " fb" not in samples):
+      continue
+    fw = np.asarray(samples[name], np.float64)
+    fb = np.asarray(samples[name + " fb"], np.float64)
+    row = {"fwd": fw, "fwdbwd": fb, "bwd": fb - fw}
+    out[name] = {m: paired_ratio(base[m], row[m])
+                 for m in ("fwd", "bwd", "fwdbwd")}
+  return out
 
 
 def table(rows):

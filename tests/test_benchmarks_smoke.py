@@ -633,3 +633,22 @@ def test_score_features_against_the_same_cell(tmp_path):
   section = report[report.index("## Score features"):]
   for suffix in (" +alibi", " +dropout0.1", " +bias"):
     assert f"| {plain}{suffix} | ours-triton | " in section
+
+
+def test_bwd_bench_pairs_each_ours_row_with_ours_rep_by_rep():
+  # per rep: ours 2 ms fwd, 6 ms fwd+bwd; the variant's forward 10% faster
+  # every rep but its fwd+bwd equal -- rep by rep, whatever the drift
+  drift = [1.0, 1.3, 0.8, 1.1]
+  samples = {
+      "ours": [2.0 * d for d in drift], "ours fb": [6.0 * d for d in drift],
+      "ours[x=1]": [2.0 / 1.1 * d for d in drift],
+      "ours[x=1] fb": [6.0 * d for d in drift],
+      "cudnn": [1.0] * 4, "cudnn fb": [3.0] * 4}
+  paired = bwd_bench.paired_vs_ours(samples)
+  assert set(paired) == {"ours[x=1]"}
+  np.testing.assert_allclose(paired["ours[x=1]"]["fwd"], [1.1] * 3)
+  np.testing.assert_allclose(paired["ours[x=1]"]["fwdbwd"], [1.0] * 3)
+  # the backward (fwd+bwd minus forward within the rep) reads slower
+  bwd = 4.0 / (6.0 - 2.0 / 1.1)
+  np.testing.assert_allclose(paired["ours[x=1]"]["bwd"], [bwd] * 3)
+  assert bwd_bench.paired_vs_ours({"cudnn": [1.0], "cudnn fb": [2.0]}) == {}
