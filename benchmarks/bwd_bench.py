@@ -35,10 +35,12 @@ bias ring and fall back to triton).  Their gradients, dbias included, are
 checked against ``cudnn bias``'s; the bias's cost is ours bias against
 ours in the same run (issue 50: fwd+bwd >= 0.8).
 
-Every other ``ours...`` row (a variant, a feature) also gets paired ratios
-against ``ours`` (``paired_vs_ours``): per rep, ours' time over the row's for
-the forward, fwd+bwd and the backward (fwd+bwd minus forward within the
-rep), as median and quartiles; above 1 the row is faster.  The samples of a
+Every other ``ours...`` row also gets paired ratios (``paired_vs_ours``): per
+rep, its base's time over the row's for the forward, fwd+bwd and the
+backward (fwd+bwd minus forward within the rep), as median and quartiles;
+above 1 the row is faster.  A feature row's base is ``ours``; a variant's is
+the row of the one feature it takes (``ours alibi`` under ``--alibi``), else
+``ours``.  The samples of a
 rep are one pass in random order, so drift cancels, and a variant's gain is
 read far finer than from two medians (whose spreads reach 10-20%).
 
@@ -241,7 +243,10 @@ def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
   # in cell_impls' order, not the references-first order they ran in
   samples, _ = interleaved_samples(calls, reps, min_ms / 1e3)
   times = {name: summarise(xs) for name, xs in samples.items()}
-  paired = paired_vs_ours(samples)
+  features = [f for f, on in (("alibi", alibi), ("dropout", dropout > 0),
+                               ("bias", bias)) if on]
+  paired = paired_vs_ours(  # the variants take the features (cell_impls)
+      samples, "ours " + features[0] if len(features) == 1 else "ours")
   for name in errors:
     fwd_s, fb_s = times[name][0], times[name + " fb"][0]
     bwd_s = fb_s - fwd_s
@@ -261,29 +266,30 @@ def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
     if name in paired:
       log("  " + " " * 28 + "  ".join(
           f"{m} {q50:.3f} [{q25:.3f}, {q75:.3f}]" for m, (q25, q50, q75)
-          in paired[name].items()) + "  (ours / this, paired)")
+          in paired[name].items()) + "  (base / this, paired)")
   return rows
 
 
-def paired_vs_ours(samples: dict) -> dict:
-  """{row: {"fwd" | "bwd" | "fwdbwd": (q25, median, q75)}} of ours' time
-  over each other ``ours...`` row's, rep by rep, from ``interleaved_samples``
-  (an entry ``name`` is the forward, ``name + " fb"`` fwd+bwd)."""
-  if "ours" not in samples or "ours fb" not in samples:
-    return {}
-  base = {m: np.asarray(samples["ours" + sfx], np.float64)
-          for m, sfx in (("fwd", ""), ("fwdbwd", " fb"))}
-  base["bwd"] = base["fwdbwd"] - base["fwd"]
-  out = {}
-  for name in samples:
-    if (not name.startswith("ours") or name.endswith(" fb") or name == "ours"
-        or name + " fb" not in samples):
-      continue
+def paired_vs_ours(samples: dict, variant_base: str = "ours") -> dict:
+  """{row: {"fwd" | "bwd" | "fwdbwd": (q25, median, q75)}} of a base row's
+  time over each other ``ours...`` row's, rep by rep, from
+  ``interleaved_samples`` (an entry ``name`` is the forward, ``name + " fb"``
+  fwd+bwd).  The variants (``ours[...]``) against ``variant_base`` (the row
+  with the features they take, as ``ours alibi``), the feature rows against
+  ``ours``; a row whose base was not timed gets none."""
+  def times(name):
     fw = np.asarray(samples[name], np.float64)
     fb = np.asarray(samples[name + " fb"], np.float64)
-    row = {"fwd": fw, "fwdbwd": fb, "bwd": fb - fw}
-    out[name] = {m: paired_ratio(base[m], row[m])
-                 for m in ("fwd", "bwd", "fwdbwd")}
+    return {"fwd": fw, "bwd": fb - fw, "fwdbwd": fb}
+  timed = {name for name in samples
+           if not name.endswith(" fb") and name + " fb" in samples}
+  out = {}
+  for name in sorted(timed):
+    base = variant_base if name.startswith("ours[") else "ours"
+    if not name.startswith("ours") or name == base or base not in timed:
+      continue
+    b, row = times(base), times(name)
+    out[name] = {m: paired_ratio(b[m], row[m]) for m in ("fwd", "bwd", "fwdbwd")}
   return out
 
 

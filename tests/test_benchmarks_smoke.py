@@ -652,3 +652,13 @@ def test_bwd_bench_pairs_each_ours_row_with_ours_rep_by_rep():
   bwd = 4.0 / (6.0 - 2.0 / 1.1)
   np.testing.assert_allclose(paired["ours[x=1]"]["bwd"], [bwd] * 3)
   assert bwd_bench.paired_vs_ours({"cudnn": [1.0], "cudnn fb": [2.0]}) == {}
+  # under --alibi the variants take ALiBi: their base is ours alibi, whose
+  # own base is ours
+  samples["ours alibi"] = [2.2 * d for d in drift]
+  samples["ours alibi fb"] = [6.6 * d for d in drift]
+  paired = bwd_bench.paired_vs_ours(samples, "ours alibi")
+  np.testing.assert_allclose(paired["ours alibi"]["fwdbwd"], [6 / 6.6] * 3)
+  np.testing.assert_allclose(paired["ours[x=1]"]["fwd"], [1.21] * 3)
+  np.testing.assert_allclose(paired["ours[x=1]"]["fwdbwd"], [1.1] * 3)
+  del samples["ours alibi"], samples["ours alibi fb"]
+  assert "ours[x=1]" not in bwd_bench.paired_vs_ours(samples, "ours alibi")
