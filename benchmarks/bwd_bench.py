@@ -40,9 +40,9 @@ rep, its base's time over the row's for the forward, fwd+bwd and the
 backward (fwd+bwd minus forward within the rep), as median and quartiles;
 above 1 the row is faster.  A feature row's base is ``ours``; a variant's is
 the row of the one feature it takes (``ours alibi`` under ``--alibi``), else
-``ours``.  The samples of a
-rep are one pass in random order, so drift cancels, and a variant's gain is
-read far finer than from two medians (whose spreads reach 10-20%).
+``ours``.  The samples of a rep are one pass in random order, so drift
+cancels, and a variant's gain is read far finer than from two medians (whose
+spreads reach 10-20%).
 
 Prints a short table last; with --out writes a log and a JSON of results.
 """
@@ -181,6 +181,12 @@ def rel_l2(a, b):
   return float(_rel_l2(a, b))
 
 
+def variant_features(dropout: float, bias: bool, alibi: bool) -> list[str]:
+  """The features the variant rows take (``cell_impls``: every one given)."""
+  return [f for f, on in (("bias", bias), ("dropout", dropout),
+                          ("alibi", alibi)) if on]
+
+
 def reference(name: str, dropout: float = 0.0, bias: bool = False,
               alibi: bool = False):
   """The row whose gradients ``name``'s are checked against (None: none):
@@ -191,11 +197,11 @@ def reference(name: str, dropout: float = 0.0, bias: bool = False,
   if name in ("triton alibi", "triton dropout", "cudnn bias"):
     return None
   if name.startswith("ours["):
-    features = [ref for on, ref in ((bias, "cudnn bias"),
-                                    (dropout, "triton dropout"),
-                                    (alibi, "triton alibi")) if on]
+    features = variant_features(dropout, bias, alibi)
+    refs = {"bias": "cudnn bias", "dropout": "triton dropout",
+            "alibi": "triton alibi"}
     return "cudnn" if not features else (
-        features[0] if len(features) == 1 else None)
+        refs[features[0]] if len(features) == 1 else None)
   if takes_bias(name, bias):
     return "cudnn bias"
   if "dropout" in name:
@@ -243,9 +249,8 @@ def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
   # in cell_impls' order, not the references-first order they ran in
   samples, _ = interleaved_samples(calls, reps, min_ms / 1e3)
   times = {name: summarise(xs) for name, xs in samples.items()}
-  features = [f for f, on in (("alibi", alibi), ("dropout", dropout > 0),
-                               ("bias", bias)) if on]
-  paired = paired_vs_ours(  # the variants take the features (cell_impls)
+  features = variant_features(dropout, bias, alibi)
+  paired = paired_vs_ours(
       samples, "ours " + features[0] if len(features) == 1 else "ours")
   for name in errors:
     fwd_s, fb_s = times[name][0], times[name + " fb"][0]

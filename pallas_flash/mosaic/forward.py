@@ -106,6 +106,18 @@ def _num_sms() -> int:
   return int(getattr(jax.devices()[0], "core_count", 132))
 
 
+def skips_idle_steps(consumers: int, bias: bool,
+                     overlap_softmax: bool) -> bool:
+  """Whether a CTA's consumers skip the steps they have no visible score
+  in (``_attention_kernel``'s ``idle_step``; the persistent schedule then
+  weighs items by ``schedule.consumer_steps``).  Only three consumers: a
+  192-row CTA leaves whole consumers past T (4096 = 21 x 192 + 64) and its
+  consumers' diagonals fall in different kv tiles; two (128 rows) skip
+  nothing at T a multiple of 128, and the branch cost them 0.5-1.6% (H200).
+  Not with the bias ring, nor in the softmax-overlap form."""
+  return consumers == 3 and not bias and not overlap_softmax
+
+
 def persistent_ctas(num_items: int, interpret: bool) -> int:
   """CTAs of a persistent launch: one per SM (3 in interpret mode, where
   the CPU simulates them: more items than CTAs at test sizes), never more
@@ -740,11 +752,8 @@ def _attention_kernel(q_ref, k_ref, v_ref, tiles_ref, *refs,
             sync.release(1, slot)
             return carry
 
-          # Only three consumers skip: a 192-row CTA leaves whole consumers
-          # past T (4096 = 21 x 192 + 64) and its consumers' diagonals fall
-          # in different kv tiles; two (128 rows) skip nothing at T a
-          # multiple of 128, and the branch cost them 0.5-1.6% (H200).
-          skip = consumers == 3 and ring is None  # (not the bias ring's)
+          skip = skips_idle_steps(consumers, ring is not None,
+                                  overlap_softmax)
 
           def steps(carry):
             # causal: the trailing masked tiles past this consumer's last
@@ -1088,9 +1097,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams,
   if num_ctas:  # each CTA's items (schedule.py), work from the masks
     _, _, qt = schedule.item_of(schedule.decode(np.arange(num_items), order),
                                 order, num_q_tiles, spec.is_causal)
-    # three consumers skip their idle steps (``in_turns``; not with a bias
-    # ring, nor in the softmax-overlap form)
-    skips = cfg.consumers == 3 and not bias and not cfg.overlap_softmax
+    skips = skips_idle_steps(cfg.consumers, bias, cfg.overlap_softmax)
     steps = (schedule.consumer_steps(spec, t, s, bq, cfg.consumers, bk,
                                      num_q_tiles) if skips else
              schedule.tile_steps(spec, t, s, rows, bk, num_q_tiles))

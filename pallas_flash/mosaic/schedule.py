@@ -181,9 +181,9 @@ def list_schedule(work: np.ndarray, num_ctas: int,
   else:
     heap = [(0.0, c) for c in range(num_ctas)]
     items = [[] for _ in range(num_ctas)]
-    deal = (sorted(range(len(work)), key=lambda i: -work[i])
-            if longest_first else range(len(work)))
-    for i in deal:
+    deal = (np.argsort(-work, kind="stable") if longest_first
+            else np.arange(len(work)))
+    for i in deal.tolist():
       load, c = heapq.heappop(heap)
       items[c].append(i)
       heapq.heappush(heap, (load + float(work[i]) + ITEM_COST, c))
