@@ -130,6 +130,17 @@ CASES = [
       n=2, k=1, causal=True, q_lengths=(200, 70), kv_lengths=(264, 100),
       dropout=0.2, config=MosaicConfig.default(
           64, True, kv_seqlen=4096, q_seqlen=4096, dropout=True)),
+    # The d64 ALiBi defaults from T = S = 4096 on (three consumers,
+    # persistent causal; the key vector by FFMAs), on fewer rows: idle
+    # consumers, ALiBi's split loops left of, across and right of the
+    # diagonal non-causal.
+    M("d64 S4k alibi causal default 3 persistent consumers ragged", b=2,
+      t=400, s=264, n=2, k=1, causal=True, alibi=True, q_lengths=(400, 70),
+      kv_lengths=(264, 100), config=MosaicConfig.default(
+          64, True, kv_seqlen=4096, q_seqlen=4096, alibi=True)),
+    M("d64 S4k alibi non-causal default 3 consumers bottom_right", t=200,
+      s=600, alibi=True, bottom_right=True, config=MosaicConfig.default(
+          64, False, kv_seqlen=4096, q_seqlen=4096, alibi=True)),
     # Three consumers in a persistent kernel: at each item's end the last
     # passes the turn once more and consumer 0 takes it (interpret mode's 3
     # CTAs take several items each, some of them empty).
@@ -431,12 +442,21 @@ def test_config_default_d64_three_consumers_from_4096():
         assert cfg.smem_bytes(64) <= 227 * 1024
     # three consumers by kv_seqlen alone (non-causal, with a feature) are
     # not persistent: measured only without ALiBi, a window or masks
-    assert not d(64, False, kv_seqlen=16384, alibi=True).persistent
+    assert not d(64, False, kv_seqlen=16384, window=True).persistent
     assert d(64, causal, kv_seqlen=2048).consumers == 2
     assert d(64, causal, kv_seqlen=4096, q_seqlen=2048).consumers == 2
-    for other in (dict(alibi=True), dict(window=True),
-                  dict(every_tile_masked=True), dict(bias=True)):
+    for other in (dict(window=True), dict(every_tile_masked=True),
+                  dict(bias=True), dict(alibi=True, dropout=True)):
       assert d(64, causal, kv_seqlen=4096, **other).consumers == 2, other
+    # ALiBi (bf16, no dropout): three consumers from 4096, persistent only
+    # causal (non-causal, the persistent form spilled)
+    for t in (4096, 16384):
+      cfg = d(64, causal, kv_seqlen=t, q_seqlen=t, alibi=True)
+      assert (cfg.consumers, cfg.block_kv, cfg.persistent) == (
+          3, 128, causal), (causal, t, cfg)
+      assert cfg.alibi_fma_keys and cfg.smem_bytes(64) <= 227 * 1024
+    assert d(64, causal, kv_seqlen=4096, q_seqlen=2048,
+             alibi=True).consumers == 2
   causal_bias = d(64, True, kv_seqlen=4096, bias=True)
   assert causal_bias.persistent and causal_bias.block_kv == 128
 
@@ -530,7 +550,7 @@ def test_config_default_causal_persistent_sorts_items_longest_first():
 def test_config_default_d64_causal_two_consumers_long_take_wide_tiles():
   d = MosaicConfig.default
   assert d(64, True, kv_seqlen=2048).block_kv == 128
-  assert d(64, True, kv_seqlen=16384, alibi=True).block_kv == 256
+  assert d(64, True, kv_seqlen=16384, window=True).block_kv == 256
   assert d(128, True, kv_seqlen=16384).block_kv == 128
 
 

@@ -224,6 +224,9 @@ class MosaicConfig:
       persistent at every length (where ALiBi, a window or every tile
       masked keep two: non-causal block_kv 256); d64 non-causal on three at
       every length.
+    - d64 with ALiBi (bf16, no dropout, window, mask or bias): three
+      consumers from 4096, block_kv 128, persistent only causal (its
+      non-causal persistent form spills 76 bytes).
     - d64's three consumers from 4096 (the rule above) run persistent, with
       dropout too; fp8 only causal below 16384.  d128's three stay one item
       a CTA: the persistent form spills at 128 registers (ptxas: 116-156
@@ -247,6 +250,12 @@ class MosaicConfig:
     if key == (64, True) and shorter >= 4096 and d64_three:
       cfg = dataclasses.replace(cfg, block_kv=128, consumers=3,
                                 persistent=False)
+    # d64 with ALiBi from 4096 (2026-11-30, third session; bf16, without
+    # dropout): three consumers, persistent only causal (non-causal spills)
+    if (key[0] == 64 and alibi and shorter >= 4096 and not (
+        window or every_tile_masked or bias or dropout or fp8)):
+      cfg = dataclasses.replace(cfg, block_kv=128, consumers=3,
+                                persistent=causal)
     if key == (128, False) and shorter >= 16384 and three_fit:
       cfg = dataclasses.replace(cfg, consumers=3, persistent=False,
                                 overlap_softmax=False)
