@@ -662,3 +662,26 @@ def test_bwd_bench_pairs_each_ours_row_with_ours_rep_by_rep():
   np.testing.assert_allclose(paired["ours[x=1]"]["fwdbwd"], [1.1] * 3)
   del samples["ours alibi"], samples["ours alibi fb"]
   assert "ours[x=1]" not in bwd_bench.paired_vs_ours(samples, "ours alibi")
+
+
+def test_kernel_times_reads_each_rows_trace():
+  """tools.kernel_times on the CPU: each row's trace read back as spans per
+  call (XLA's host ops here, a GPU's stream kernels on a GPU), a row that
+  launches more work shows more, and the table pairs rows by round."""
+  from tools import kernel_times
+  x = jnp.ones((512, 512), jnp.float32)  # (big enough for XLA's threads)
+  one = jax.jit(lambda x: jnp.sin(x) @ x)
+  two = jax.jit(lambda x: jnp.sin(jnp.sin(x) @ x) @ x)
+  rows = {"one": (one, (x,)), "two": (two, (x,))}
+  for f, a in rows.values():
+    f(*a).block_until_ready()
+  traced, wall = kernel_times.trace_rows(rows, rounds=2, calls=3)
+  assert all(len(traced[n]) == 2 and len(wall[n]) == 2 for n in rows)
+  total = {n: np.median([sum(us for _, us in r.values()) for r in traced[n]])
+           for n in rows}
+  assert 0 < total["one"] < total["two"], total
+  assert all(w > 0 for n in rows for w in wall[n])
+  text = kernel_times.table(traced, wall)
+  assert "kernels total" in text and "\n  two " in text
+  assert kernel_times.short_name(
+      "void flash_fwd<Traits<64>, true>(Params)") == "flash_fwd"

@@ -1,0 +1,222 @@
+"""Device time per kernel of a jitted forward+backward, rows side by side.
+
+``bwd_bench.py`` times whole calls: when a variant's forward gains and its
+fwd+bwd does not, it cannot say which kernel took the difference back.  This
+runs the same rows (``bwd_bench.cell_impls``: ours, its ``--variant``s, the
+peers) under ``jax.profiler.trace`` and reads the device's own kernel spans
+from the trace (``jax.profiler.ProfileData``; no TensorBoard needed): per
+row, per kernel (the trace's kernel name, shortened), how many launches a
+call makes and the median device microseconds per call over the rounds,
+then the call's kernel total and its wall time per call (the difference is
+launch gaps and host time).  Rows alternate by round (each round traces
+every row once, a burst of ``--calls`` calls, in a fresh random order), so
+drift falls on all of them.  The trace's own overhead stays out of the
+kernels' spans.
+
+  PYTHONPATH=$PWD python3 -m tools.kernel_times --cell d64-4k-C
+      --variant fwd.persistent=False --only "ours,ours[fwd.persistent=False]"
+      [--alibi] [--dropout 0.1] [--rounds 5] [--calls 20] [--forward]
+  PYTHONPATH=$PWD python3 -m tools.kernel_times --cell d128-4k-C --dtype fp8
+      [--variant consumers=2]   (forward: ours, its variants, cudnn-fp8)
+
+``--dtype fp8`` times the forward on float8_e4m3fn inputs as
+``mosaic_bench --dtype fp8`` does (per-tensor descales): ours
+(``mosaic_bench.fp8_fn``), each ``--variant`` over its default config, and
+cuDNN's fp8 attention (``peers.cudnn_fp8``), so the kernels' device time is
+compared without the launch gaps of a wall-clock ratio.
+
+On the CPU it runs too (the interpret-mode kernels are host work, so the
+table lists XLA's host ops; a check of the plumbing, not a measurement).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import os
+import re
+import statistics
+import tempfile
+import time
+
+import dataclasses
+
+import jax
+import numpy as np
+
+from benchmarks import bwd_bench, mosaic_bench, peers
+import pallas_flash as pf
+from pallas_flash.mosaic.config import MosaicConfig
+
+
+def short_name(name: str) -> str:
+  """A kernel's name without the template / argument noise of a trace
+  (``void foo<...>(...)`` -> ``foo``), at most 60 characters."""
+  name = re.sub(r"^void\s+", "", name)
+  name = re.split(r"[<(]", name, maxsplit=1)[0] or name
+  return name[:60]
+
+
+def device_spans(xplane_path: str) -> list[tuple[str, float]]:
+  """[(kernel name, microseconds)] of every event on the trace's device
+  planes (``/device:GPU:N``); on a machine without one, the XLA ops of the
+  host's compute threads (``/host:CPU`` lines other than ``python``)."""
+  from jax.profiler import ProfileData
+  data = ProfileData.from_file(xplane_path)
+  planes = list(data.planes)
+  gpu = [p for p in planes if p.name.startswith("/device:GPU")]
+  spans = []
+  if gpu:
+    for plane in gpu:
+      for line in plane.lines:
+        # A device plane has stream lines (kernels) and summary lines
+        # ("XLA Ops", "XLA Modules", ...) that repeat them: streams only.
+        if not line.name.startswith("Stream"):
+          continue
+        spans += [(e.name, e.duration_ns / 1e3) for e in line.events]
+    if not spans:
+      raise RuntimeError("no stream lines on the device planes: " + str(
+          [(p.name, [line.name for line in p.lines]) for p in gpu]))
+    return spans
+  for plane in planes:
+    if plane.name != "/host:CPU":
+      continue
+    for line in plane.lines:
+      if line.name.startswith("tf_XLA"):
+        spans += [(e.name, e.duration_ns / 1e3) for e in line.events]
+  return spans
+
+
+def per_call(spans, calls: int) -> dict[str, tuple[float, float]]:
+  """{short kernel name: (launches per call, device us per call)}."""
+  count, total = collections.Counter(), collections.Counter()
+  for name, us in spans:
+    count[short_name(name)] += 1
+    total[short_name(name)] += us
+  return {k: (count[k] / calls, total[k] / calls) for k in count}
+
+
+def trace_rows(rows: dict, rounds: int, calls: int, seed: int = 0):
+  """({row: [per_call dict per round]}, {row: [wall us per call]}): each
+  round traces a burst of ``calls`` calls of every row (``rows``: {name:
+  (f, args)}, compiled and warm), the rows in a seeded random order."""
+  out = {name: [] for name in rows}
+  wall = {name: [] for name in rows}
+  names = list(rows)
+  rng = np.random.default_rng(seed)
+  for _ in range(rounds):
+    for i in rng.permutation(len(names)):
+      name = names[i]
+      f, args = rows[name]
+      with tempfile.TemporaryDirectory() as d:
+        with jax.profiler.trace(d):
+          t0 = time.perf_counter()
+          for _ in range(calls):
+            res = f(*args)
+          jax.block_until_ready(res)
+          wall[name].append((time.perf_counter() - t0) / calls * 1e6)
+        del res
+        (path,) = glob.glob(os.path.join(d, "**", "*.xplane.pb"),
+                            recursive=True)
+        out[name].append(per_call(device_spans(path), calls))
+  return out, wall
+
+
+def table(traced: dict, wall: dict) -> str:
+  """Per row: its kernels (launches per call, median us per call), their
+  total and the wall time per call; the kernels in order of time."""
+  lines = []
+  for name, per_round in traced.items():
+    kernels = sorted({k for r in per_round for k in r},
+                     key=lambda k: -statistics.median(
+                         r.get(k, (0, 0))[1] for r in per_round))
+    lines.append(name)
+    for k in kernels:
+      n = statistics.median(r.get(k, (0, 0))[0] for r in per_round)
+      us = [r.get(k, (0, 0))[1] for r in per_round]
+      lines.append(f"  {k:60s} x{n:<4g} {statistics.median(us):9.1f} us "
+                   f"[{min(us):.1f}, {max(us):.1f}]")
+    totals = [sum(us for _, us in r.values()) for r in per_round]
+    lines.append(f"  {'kernels total':60s}       {statistics.median(totals):9.1f}"
+                 f" us   wall {statistics.median(wall[name]):9.1f} us per call")
+  first = next(iter(traced))
+  lines.append(f"kernels total of {first} over each row's (above 1: the row "
+               "is faster), per round, median [min, max]:")
+  base = [sum(us for _, us in r.values()) for r in traced[first]]
+  for name, per_round in list(traced.items())[1:]:
+    ratios = [b / sum(us for _, us in r.values())
+              for b, r in zip(base, per_round)]
+    lines.append(f"  {name:60s} {statistics.median(ratios):.3f} "
+                 f"[{min(ratios):.3f}, {max(ratios):.3f}]")
+  return "\n".join(lines)
+
+
+def bf16_rows(h, causal, t, n, q, k, v, variants, args) -> dict:
+  """{row: (compiled f, args)}: ``--only``'s rows of
+  ``bwd_bench.cell_impls``, forward+backward (``bwd_bench.fwd_bwd``) unless
+  ``--forward``; ``cudnn det`` with bwd_bench's deterministic options."""
+  do = jax.random.normal(jax.random.key(99), q.shape, q.dtype)
+  impls = bwd_bench.cell_impls(h, t, causal, variants, n, args.alibi,
+                               args.dropout)
+  rows = {}
+  for name in bwd_bench.parse_only(args.only):
+    f, a = ((jax.jit(impls[name]), (q, k, v)) if args.forward else
+            (bwd_bench.fwd_bwd(impls[name]), (q, k, v, do)))
+    # cudnn det: compiled deterministic, as in bwd_bench
+    rows[name] = (f.lower(*a).compile(bwd_bench.COMPILE_OPTIONS.get(name)), a)
+  return rows
+
+
+def fp8_rows(h, causal, t, q, k, v, variants) -> dict:
+  """{row: (jitted f, args)}: ours on e4m3 q, k, v (per-tensor descales),
+  each variant over the default config, and cuDNN fp8 on the same bits."""
+  (q8, qd), (k8, kd), (v8, vd) = (pf.fp8.quantize(x) for x in (q, k, v))
+  ours = (q8, k8, v8, qd, kd, vd)
+  rows = {"ours": (mosaic_bench.fp8_fn(causal, None), ours)}
+  base = MosaicConfig.default(h, causal, kv_seqlen=t, fp8=True)
+  for fields in variants:
+    name = "ours[" + ",".join(f"{a}={x}" for a, x in fields.items()) + "]"
+    rows[name] = (mosaic_bench.fp8_fn(
+        causal, dataclasses.replace(base, **fields)), ours)
+  fn, params = peers.cudnn_fp8(causal, h ** -0.5, s_scale=256.0)
+  rows["cudnn-fp8"] = (jax.jit(fn), (q8, k8, v8, peers.cudnn_fp8_scaled(
+      params, qd, kd, vd, 1.0 / vd)))
+  return rows
+
+
+def main():
+  ap = argparse.ArgumentParser()
+  ap.add_argument("--cell", required=True, help="e.g. d64-4k-C")
+  ap.add_argument("--variant", action="append", default=[],
+                  help="as bwd_bench's (fwd.persistent=False, ...)")
+  ap.add_argument("--only", default="ours",
+                  help="rows, as bwd_bench's --only")
+  ap.add_argument("--alibi", action="store_true")
+  ap.add_argument("--dropout", type=float, default=0.0)
+  ap.add_argument("--rounds", type=int, default=5)
+  ap.add_argument("--calls", type=int, default=20)
+  ap.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16",
+                  help="fp8: the forward on e4m3 inputs, against cuDNN fp8")
+  ap.add_argument("--forward", action="store_true",
+                  help="the forward alone, not forward+backward")
+  args = ap.parse_args()
+  (h, t, causal), = [c for c in bwd_bench.CELLS
+                     if bwd_bench.cell_name(*c) == args.cell]
+  b, n, (q, k, v), _ = mosaic_bench.cell_inputs(h, t, causal)
+  variants = [mosaic_bench.parse_variant(x) for x in args.variant]
+  if args.dtype == "fp8":
+    rows = fp8_rows(h, causal, t, q, k, v, variants)
+  else:
+    rows = bf16_rows(h, causal, t, n, q, k, v, variants, args)
+  for f, a in rows.values():
+    jax.block_until_ready(f(*a))  # compile, warm
+  traced, wall = trace_rows(rows, args.rounds, args.calls)
+  what = "forward" if args.forward or args.dtype == "fp8" else "fwd+bwd"
+  print(f"{args.cell} {args.dtype} {what}, "
+        f"{jax.devices()[0].device_kind}, jax {jax.__version__}, "
+        f"{args.rounds} rounds x {args.calls} calls")
+  print(table(traced, wall))
+
+
+if __name__ == "__main__":
+  main()
