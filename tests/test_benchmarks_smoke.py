@@ -665,11 +665,12 @@ def test_bwd_bench_pairs_each_ours_row_with_ours_rep_by_rep():
 
 
 def test_kernel_times_reads_each_rows_trace():
-  """tools.kernel_times on the CPU: each row's trace read back as spans per
-  call (XLA's host ops here, a GPU's stream kernels on a GPU), a row that
-  launches more work shows more, and the table pairs rows by round."""
+  """tools.kernel_times on the CPU: each row traced in each round, its trace
+  file found and read (XLA's host ops here, a GPU's stream kernels on a GPU;
+  which host thread runs an op varies, so no sums are asserted), wall times
+  kept, and the table printed."""
   from tools import kernel_times
-  x = jnp.ones((512, 512), jnp.float32)  # (big enough for XLA's threads)
+  x = jnp.ones((256, 256), jnp.float32)
   one = jax.jit(lambda x: jnp.sin(x) @ x)
   two = jax.jit(lambda x: jnp.sin(jnp.sin(x) @ x) @ x)
   rows = {"one": (one, (x,)), "two": (two, (x,))}
@@ -677,11 +678,29 @@ def test_kernel_times_reads_each_rows_trace():
     f(*a).block_until_ready()
   traced, wall = kernel_times.trace_rows(rows, rounds=2, calls=3)
   assert all(len(traced[n]) == 2 and len(wall[n]) == 2 for n in rows)
-  total = {n: np.median([sum(us for _, us in r.values()) for r in traced[n]])
-           for n in rows}
-  assert 0 < total["one"] < total["two"], total
+  assert all(isinstance(r, dict) for n in rows for r in traced[n])
   assert all(w > 0 for n in rows for w in wall[n])
   text = kernel_times.table(traced, wall)
   assert "kernels total" in text and "\n  two " in text
+
+
+def test_kernel_times_table_sums_spans_per_call():
+  """per_call / table on known spans: launches and microseconds per call
+  per kernel (names shortened), totals, and each row against the first."""
+  from tools import kernel_times
   assert kernel_times.short_name(
       "void flash_fwd<Traits<64>, true>(Params)") == "flash_fwd"
+  a = [("void fwd<1>(P)", 100.0), ("fusion", 5.0)] * 2  # two calls
+  b = [("void fwd<2>(P)", 80.0), ("fusion", 5.0), ("fusion", 5.0)] * 2
+  assert kernel_times.per_call(a, 2) == {"fwd": (1.0, 100.0),
+                                         "fusion": (1.0, 5.0)}
+  traced = {"a": [kernel_times.per_call(a, 2)] * 3,
+            "b": [kernel_times.per_call(b, 2)] * 3,
+            "empty": [{}] * 3}
+  wall = {n: [200.0] * 3 for n in traced}
+  text = kernel_times.table(traced, wall)
+  assert "x2" in text and "10.0 us" in text  # b's fusion: 2 a call, 10 us
+  assert "105.0 us" in text and "90.0 us" in text  # the totals
+  line = [l for l in text.splitlines() if l.startswith("  b ")][0]
+  assert line.split()[1] == f"{105 / 90:.3f}"
+  assert "nan" in [l for l in text.splitlines() if l.startswith("  empty")][0]

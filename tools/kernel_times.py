@@ -26,7 +26,8 @@ cuDNN's fp8 attention (``peers.cudnn_fp8``), so the kernels' device time is
 compared without the launch gaps of a wall-clock ratio.
 
 On the CPU it runs too (the interpret-mode kernels are host work, so the
-table lists XLA's host ops; a check of the plumbing, not a measurement).
+table lists the XLA ops of the host's XLA threads, and misses those run on
+the calling thread: a check of the plumbing, not a measurement).
 """
 from __future__ import annotations
 
@@ -144,8 +145,8 @@ def table(traced: dict, wall: dict) -> str:
                "is faster), per round, median [min, max]:")
   base = [sum(us for _, us in r.values()) for r in traced[first]]
   for name, per_round in list(traced.items())[1:]:
-    ratios = [b / sum(us for _, us in r.values())
-              for b, r in zip(base, per_round)]
+    totals = [sum(us for _, us in r.values()) for r in per_round]
+    ratios = [b / t if t else float("nan") for b, t in zip(base, totals)]
     lines.append(f"  {name:60s} {statistics.median(ratios):.3f} "
                  f"[{min(ratios):.3f}, {max(ratios):.3f}]")
   return "\n".join(lines)
