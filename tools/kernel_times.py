@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import glob
 import os
 import re
 import statistics
 import tempfile
 import time
-
-import dataclasses
 
 import jax
 import numpy as np
@@ -141,8 +140,9 @@ def table(traced: dict, wall: dict) -> str:
     lines.append(f"  {'kernels total':60s}       {statistics.median(totals):9.1f}"
                  f" us   wall {statistics.median(wall[name]):9.1f} us per call")
   first = next(iter(traced))
-  lines.append(f"kernels total of {first} over each row's (above 1: the row "
-               "is faster), per round, median [min, max]:")
+  if len(traced) > 1:
+    lines.append(f"kernels total of {first} over each row's (above 1: the row "
+                 "is faster), per round, median [min, max]:")
   base = [sum(us for _, us in r.values()) for r in traced[first]]
   for name, per_round in list(traced.items())[1:]:
     totals = [sum(us for _, us in r.values()) for r in per_round]
