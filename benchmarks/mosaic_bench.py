@@ -355,6 +355,21 @@ def fp8_fn(causal, config):
   return jax.jit(f)
 
 
+def fp8_calls(h, causal, quantized, configs) -> dict:
+  """A cell's fp8 rows, jitted, on ``quantized`` = ((q8, qd), (k8, kd),
+  (v8, vd)) (``pf.fp8.quantize`` per tensor): "cudnn-fp8" (``peers.cudnn_fp8``:
+  P scaled by 2^8 as ours, O in e4m3 scaled by 1 / vd) and "mosaic[name]"
+  per ``fitting_configs`` entry (``fp8_fn``)."""
+  (q8, qd), (k8, kd), (v8, vd) = quantized
+  fn, params = peers.cudnn_fp8(causal, h ** -0.5, s_scale=256.0)
+  ours = (q8, k8, v8, qd, kd, vd)
+  calls = {"cudnn-fp8": (jax.jit(fn), (q8, k8, v8, peers.cudnn_fp8_scaled(
+      params, qd, kd, vd, 1.0 / vd)))}
+  calls.update({f"mosaic[{name}]": (fp8_fn(causal, cfg), ours)
+                for name, _, cfg in configs})
+  return calls
+
+
 def bench_fp8(variants, cells=None, head_dims=None, reps=15, min_ms=40.0,
               tokens=workloads.TOKENS, hidden=workloads.HIDDEN):
   """``bench`` for float8_e4m3fn q, k, v (each quantized per tensor from the
@@ -369,19 +384,14 @@ def bench_fp8(variants, cells=None, head_dims=None, reps=15, min_ms=40.0,
   warm_up()
   for h, t, causal in select_cells(cells, head_dims):
     b, n, (q, k, v), flops = cell_inputs(h, t, causal, tokens, hidden)
-    (q8, qd), (k8, kd), (v8, vd) = (pf.fp8.quantize(x) for x in (q, k, v))
+    quantized = tuple(pf.fp8.quantize(x) for x in (q, k, v))
+    (q8, qd), (k8, kd), (v8, vd) = quantized
     del q, k, v
     configs, skipped = fitting_configs(h, causal, t, variants, fp8=True)
     row = cell_row(h, t, causal, b, n, "cudnn-fp8", configs, skipped,
                    dtype="fp8")
-    fn, params = peers.cudnn_fp8(causal, h ** -0.5, s_scale=256.0)
-    o_scale = 1.0 / vd
-    ours = (q8, k8, v8, qd, kd, vd)
-    calls = {"cudnn-fp8": (jax.jit(fn), (q8, k8, v8, peers.cudnn_fp8_scaled(
-        params, qd, kd, vd, o_scale)))}
-    calls.update({f"mosaic[{name}]": (fp8_fn(causal, cfg), ours)
-                  for name, _, cfg in configs})
-    calls = warm_calls(calls, row)
+    o_scale = 1.0 / vd  # cuDNN's O (fp8_calls)
+    calls = warm_calls(fp8_calls(h, causal, quantized, configs), row)
     ref = f32_reference(q8, k8, v8, causal, (qd, kd, vd))
     for name, (f, args) in list(calls.items()):  # checked before timing
       out = f(*args).astype(jnp.float32)

@@ -19,11 +19,11 @@ kernels' spans.
   PYTHONPATH=$PWD python3 -m tools.kernel_times --cell d128-4k-C --dtype fp8
       [--variant consumers=2]   (forward: ours, its variants, cudnn-fp8)
 
-``--dtype fp8`` times the forward on float8_e4m3fn inputs as
-``mosaic_bench --dtype fp8`` does (per-tensor descales): ours
-(``mosaic_bench.fp8_fn``), each ``--variant`` over its default config, and
-cuDNN's fp8 attention (``peers.cudnn_fp8``), so the kernels' device time is
-compared without the launch gaps of a wall-clock ratio.
+``--dtype fp8`` times the forward on float8_e4m3fn inputs with
+``mosaic_bench --dtype fp8``'s rows (``mosaic_bench.fp8_calls``, per-tensor
+descales): ours ("mosaic[default]"), each ``--variant`` over the default
+config, and cuDNN's fp8 attention, so the kernels' device time is compared
+without the launch gaps of a wall-clock ratio.
 
 On the CPU it runs too (the interpret-mode kernels are host work, so the
 table lists the XLA ops of the host's XLA threads, and misses those run on
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import dataclasses
 import glob
 import os
 import re
@@ -44,9 +43,8 @@ import time
 import jax
 import numpy as np
 
-from benchmarks import bwd_bench, mosaic_bench, peers
+from benchmarks import bwd_bench, mosaic_bench
 import pallas_flash as pf
-from pallas_flash.mosaic.config import MosaicConfig
 
 
 def short_name(name: str) -> str:
@@ -169,20 +167,18 @@ def bf16_rows(h, causal, t, n, q, k, v, variants, args) -> dict:
 
 
 def fp8_rows(h, causal, t, q, k, v, variants) -> dict:
-  """{row: (jitted f, args)}: ours on e4m3 q, k, v (per-tensor descales),
-  each variant over the default config, and cuDNN fp8 on the same bits."""
-  (q8, qd), (k8, kd), (v8, vd) = (pf.fp8.quantize(x) for x in (q, k, v))
-  ours = (q8, k8, v8, qd, kd, vd)
-  rows = {"ours": (mosaic_bench.fp8_fn(causal, None), ours)}
-  base = MosaicConfig.default(h, causal, kv_seqlen=t, fp8=True)
-  for fields in variants:
-    name = "ours[" + ",".join(f"{a}={x}" for a, x in fields.items()) + "]"
-    rows[name] = (mosaic_bench.fp8_fn(
-        causal, dataclasses.replace(base, **fields)), ours)
-  fn, params = peers.cudnn_fp8(causal, h ** -0.5, s_scale=256.0)
-  rows["cudnn-fp8"] = (jax.jit(fn), (q8, k8, v8, peers.cudnn_fp8_scaled(
-      params, qd, kd, vd, 1.0 / vd)))
-  return rows
+  """{row: (jitted f, args)}: ``mosaic_bench.fp8_calls`` on e4m3 q, k, v
+  (per-tensor descales): ours with the default config ("mosaic[default]",
+  first, the table's base), each variant that ``fitting_configs`` takes
+  (the others printed with the reason), cuDNN fp8 last."""
+  configs, skipped = mosaic_bench.fitting_configs(h, causal, t, variants,
+                                                  fp8=True)
+  for text, reason in skipped:
+    print(f"skipped [{text}]: {reason}")
+  calls = mosaic_bench.fp8_calls(
+      h, causal, tuple(pf.fp8.quantize(x) for x in (q, k, v)), configs)
+  return {name: calls[name]
+          for name in sorted(calls, key=lambda name: name == "cudnn-fp8")}
 
 
 def main():
