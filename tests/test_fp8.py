@@ -26,7 +26,7 @@ import pytest
 import pallas_flash as pf
 from cases import Case, rel_err
 from pallas_flash import _dispatch
-from pallas_flash.mosaic import forward as mosaic_forward
+from pallas_flash.mosaic import forward as mosaic_forward, v_transpose
 from pallas_flash.mosaic.config import MosaicConfig
 
 ON_GPU = jax.default_backend() == "gpu"
@@ -401,6 +401,24 @@ def test_hadamard_rotation_cuts_the_quantization_error():
   plain = rmse(fp8_call(q, k))
   rotated = rmse(fp8_call(pf.fp8.hadamard_rotate(q), pf.fp8.hadamard_rotate(k)))
   assert rotated < 0.85 * plain, (rotated, plain)
+
+
+@pytest.mark.parametrize("shape", [(2, 256, 3, 128), (1, 384, 2, 64)])
+def test_v_transpose_kernel_matches_xla(shape):
+  """The fp8 forward's V^T (``v_transpose``): the Pallas-Triton kernel's
+  bytes equal XLA's transpose in ``fp8_key_order`` (Triton interpret mode
+  on a CPU, natively on a GPU); on a GPU ``transposed`` takes the kernel at
+  H = 128."""
+  v = (4.0 * jax.random.normal(jax.random.key(5), shape)).astype(F8)
+  want = v_transpose.fp8_key_order(jnp.transpose(v, (0, 2, 3, 1)))
+  got = v_transpose.transpose_triton(v, interpret=not ON_GPU)
+  np.testing.assert_array_equal(np.asarray(got.view(jnp.uint8)),
+                                np.asarray(want.view(jnp.uint8)))
+  np.testing.assert_array_equal(
+      np.asarray(v_transpose.transposed(v, interpret=False).view(jnp.uint8)),
+      np.asarray(want.view(jnp.uint8)))
+  with pytest.raises(ValueError, match="multiple of 128"):
+    v_transpose.transpose_triton(v[:, :100])
 
 
 def test_fp8_helpers_bad_input():

@@ -74,13 +74,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from pallas_flash import masks
-from pallas_flash.mosaic import kernel_names, schedule
+from pallas_flash.mosaic import kernel_names, schedule, v_transpose
 from pallas_flash.mosaic.config import OUT_COLS, MosaicConfig, out_slots
 from pallas_flash.mosaic.pipeline import (
     REGISTERS, ROW, WGMMA, Item, Sync, load_kv_tiles, phase, run_steps)
 from pallas_flash.mosaic.score_tiles import (
     LOG2E, AlibiTile, BiasRing, DropoutTiles, alibi_slopes, alibi_split,
     dropout_keys, folds_alibi, mask_refs, query_tile_visible, segment_ids)
+from pallas_flash.mosaic.v_transpose import fp8_key_order
 from pallas_flash.params import KernelParams
 
 _LN2 = math.log(2.0)
@@ -334,14 +335,6 @@ def _add_pv(acc, p16, v_smem, interpret: bool, in_flight=lambda: None,
     plgpu.wgmma(acc_ref, p16, v_smem.transpose((1, 0)) if fp8 else v_smem)
     in_flight()
   return pl.run_state(pv)(plgpu.ACC.init(acc))
-
-
-def fp8_key_order(x):
-  """x [..., keys] with its keys reordered as ``fp8_p`` leaves P's: in
-  each block of 16 keys, position 4t + 2a + b holds key 8a + 2t + b."""
-  *lead, n = x.shape
-  x = x.reshape(*lead, n // 16, 2, 4, 2)
-  return jnp.swapaxes(x, -3, -2).reshape(*lead, n)
 
 
 def fp8_p(p, interpret: bool):
@@ -1025,9 +1018,9 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams,
   v_descale), float32 [B, K] each (``_dispatch.validate_descales``; > 0 or
   NaN); out is bfloat16.  Both GEMMs run in e4m3 with f32 accumulators
   (wgmma m64nNk32).  fp8 wgmma takes only K-major operands, so V is
-  transposed to V^T [B, K, H, S] by XLA before the kernel (one extra pass
-  over V: read S*K*H bytes, write as many; its keys in ``fp8_key_order``),
-  and its tiles [H, block_kv] are the P V GEMM's B operand."""
+  transposed to V^T [B, K, H, S] before the kernel (``v_transpose``: one
+  extra pass over V, its keys in ``fp8_key_order``), and its tiles
+  [H, block_kv] are the P V GEMM's B operand."""
   check_supported(params, q, k, v, arrays)
   fp8 = jnp.dtype(q.dtype) == FP8
   if fp8 != (descales is not None):
@@ -1056,7 +1049,7 @@ def forward(q, k, v, arrays: masks.MaskArrays, params: KernelParams,
     k = jnp.pad(k, ((0, 0), (0, sp - s), (0, 0), (0, hp - h)))
     v = jnp.pad(v, ((0, 0), (0, sp - s), (0, 0), (0, hp - h)))
   if fp8:
-    v = fp8_key_order(jnp.transpose(v, (0, 2, 3, 1)))  # V^T [B, K, Hp, Sp]
+    v = v_transpose.transposed(v, params.interpret)  # V^T [B, K, Hp, Sp]
 
   q_len, kv_len, offset, dense = mask_inputs(spec, arrays, t, s, tp, sp)
   tiles = tile_table(spec, arrays, dense, q_len, kv_len, offset, num_q_tiles,
