@@ -591,7 +591,11 @@ def fixed_point_scale(d_out, delta, k, v, group: int):
   docstring): |Z dP_ij - delta'_i| has the same bound with the delta'
   passed here."""
   f32 = jnp.float32
-  k_max = jnp.max(jnp.abs(k.astype(f32)), axis=(1, 3))  # [B, K]
+  # max |K| over H first (a row reduction), then over S: XLA merges the two
+  # into one reduce over (S, H) and splits it S first, which read K at 1.9
+  # TB/s (H200, d64 S4k: 28.5 -> 18.0 us; the barrier keeps them apart).
+  k_rows = lax.optimization_barrier(jnp.max(jnp.abs(k.astype(f32)), -1))
+  k_max = jnp.max(k_rows, axis=1)  # [B, K]
   v_max = jnp.sqrt(jnp.max(jnp.sum(jnp.square(v.astype(f32)), -1), 1))
   rep = lambda x: jnp.repeat(x, group, axis=1)[:, :, None]  # [B, N, 1]
   do_norm = jnp.sqrt(jnp.sum(jnp.square(d_out.astype(f32)), -1))  # [B, T, N]
