@@ -1744,6 +1744,39 @@ def test_equal_kernels_are_traced_once_and_compile_once(monkeypatch):
   assert all(len(h) == 1 for h in hashes.values()), hashes
 
 
+def test_equal_kernels_are_lowered_once_per_process(monkeypatch):
+  """The forward kernel of a jitted forward is not lowered again inside a
+  jitted fwd+bwd (``mosaic/lowering_cache.py``), and the module that
+  program gets has the bytes (``kernel_hash``) of a fresh lowering."""
+  from jax._src.pallas.mosaic_gpu import lowering
+
+  from pallas_flash import flash_attention
+  from pallas_flash.mosaic import lowering_cache
+  from tools import first_call
+  lowered = []
+  lower = lowering.lower_jaxpr_to_module
+  monkeypatch.setattr(lowering, "lower_jaxpr_to_module", lambda *a, **kw: (
+      lowered.append(a[7].debug_info.func_name) or lower(*a, **kw)))
+  x = jax.ShapeDtypeStruct((1, 256, 2, 64), jnp.bfloat16)
+  fwd = lambda q, k, v: flash_attention(q, k, v, is_causal=True)
+
+  def fwd_bwd(q, k, v, do):
+    return jax.vjp(fwd, q, k, v)[1](do)
+
+  def kernels(f, *specs):
+    return sorted((k["name"], k["hash"]) for k in first_call.kernel_list(
+        first_call.lowered_for_hopper(f, *specs)[2]))
+
+  lowering_cache.clear()
+  kernels(fwd, x, x, x)
+  cached = kernels(fwd_bwd, x, x, x, x)
+  assert lowered == ["pallas_flash_mosaic_fwd", "pallas_flash_mosaic_dkdv"]
+  lowering_cache.clear()
+  fresh = kernels(lambda *a: fwd_bwd(*a), x, x, x, x)
+  assert lowered[2:] == ["pallas_flash_mosaic_fwd", "pallas_flash_mosaic_dkdv"]
+  assert cached == fresh and [k for k, _ in fresh] == ["dkdv", "fwd"]
+
+
 def test_public_path_with_dropout_lowers_for_cuda():
   """With dropout the default Hopper path stays on the Mosaic kernels (the
   forward, the dK/dV and dQ kernels at d64 and d128: two kernels at d64

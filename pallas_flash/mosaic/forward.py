@@ -74,7 +74,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from pallas_flash import masks
-from pallas_flash.mosaic import kernel_names, schedule, v_transpose
+from pallas_flash.mosaic import (kernel_names, lowering_cache, schedule,
+                                  v_transpose)
 from pallas_flash.mosaic.config import OUT_COLS, MosaicConfig, out_slots
 from pallas_flash.mosaic.pipeline import (
     REGISTERS, ROW, WGMMA, Item, Sync, load_kv_tiles, phase, run_steps)
@@ -94,8 +95,9 @@ FP8 = jnp.dtype(jnp.float8_e4m3fn)  # q, k, v of the fp8 forward; O is bf16
 _P_LOG2_MAX = 8.0
 
 # Equal kernels get equal module bytes, so XLA compiles each once per process
-# (kernel_names.py).
+# (kernel_names.py), and are lowered once per process (lowering_cache.py).
 kernel_names.install()
+lowering_cache.install()
 
 
 def round_up(x: int, m: int) -> int:
