@@ -9,7 +9,9 @@ custom call, which caches compiled kernels by ``kernel_hash``, the sha256 of
 the module's bytecode *with* its source locations).  This tool times the
 first two on a CPU (the kernels lowered for sm90 as ``tools.mosaic_modules``
 does) and reports the module sizes, and whether the fwd+bwd program's
-forward kernel has the forward program's hash (then XLA compiles it once).
+forward kernel has the forward program's hash (then XLA compiles it once;
+``mosaic/lowering_cache.py`` lowers it once, so the fwd+bwd's per-kernel
+line lists no forward lowering).
 
   PYTHONPATH=$PWD python3 -m tools.first_call            # issue 50's cells
   PYTHONPATH=$PWD python3 -m tools.first_call --cells d128_S4k_N --reps 3
