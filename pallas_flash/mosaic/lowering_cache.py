@@ -25,6 +25,7 @@ import collections
 import dataclasses
 import io
 import os
+import threading
 
 from jaxlib.mlir import ir
 
@@ -32,6 +33,7 @@ from pallas_flash.mosaic import kernel_names
 
 MAX_ENTRIES = 64
 _cache: collections.OrderedDict = collections.OrderedDict()
+_lock = threading.Lock()  # (programs may lower in several threads)
 stats = {"hits": 0, "misses": 0}
 
 
@@ -59,29 +61,32 @@ def _memo(lower):
       hash(key)
     except TypeError:  # an unhashable argument: no memo
       return fresh()
-    entry = _cache.get(key)
-    if (entry is not None and entry[0] is jaxpr
-        and entry[1] is outer_traceback):
-      _cache.move_to_end(key)
-      stats["hits"] += 1
+    with _lock:
+      entry = _cache.get(key)
+      hit = (entry is not None and entry[0] is jaxpr
+             and entry[1] is outer_traceback)
+      if hit:
+        _cache.move_to_end(key)
+      stats["hits" if hit else "misses"] += 1
+    if hit:
       return dataclasses.replace(entry[3], module=ir.Module.parse(entry[2]))
     result = fresh()
-    stats["misses"] += 1
     if _stable_name(result.module, name):
       buf = io.BytesIO()
       result.module.operation.write_bytecode(buf)
-      # (the jaxpr and traceback are kept so that their ids stay theirs)
-      _cache[key] = (jaxpr, outer_traceback, buf.getvalue(),
-                     dataclasses.replace(result, module=None))
-      while len(_cache) > MAX_ENTRIES:
-        _cache.popitem(last=False)
+      with _lock:  # (the jaxpr and traceback are kept: their ids stay theirs)
+        _cache[key] = (jaxpr, outer_traceback, buf.getvalue(),
+                       dataclasses.replace(result, module=None))
+        while len(_cache) > MAX_ENTRIES:
+          _cache.popitem(last=False)
     return result
   lower_unpipelined_jaxpr_to_module.pallas_flash_memo = True
   return lower_unpipelined_jaxpr_to_module
 
 
 def clear() -> None:
-  _cache.clear()
+  with _lock:
+    _cache.clear()
 
 
 def install() -> None:
