@@ -34,7 +34,6 @@ from pallas_flash.mosaic import kernel_names
 MAX_ENTRIES = 64
 _cache: collections.OrderedDict = collections.OrderedDict()
 _lock = threading.Lock()  # (programs may lower in several threads)
-stats = {"hits": 0, "misses": 0}
 
 
 def _stable_name(module, name: str) -> bool:
@@ -67,7 +66,6 @@ def _memo(lower):
              and entry[1] is outer_traceback)
       if hit:
         _cache.move_to_end(key)
-      stats["hits" if hit else "misses"] += 1
     if hit:
       return dataclasses.replace(entry[3], module=ir.Module.parse(entry[2]))
     result = fresh()
