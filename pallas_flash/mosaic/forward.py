@@ -74,8 +74,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from pallas_flash import masks
-from pallas_flash.mosaic import (kernel_names, lowering_cache, schedule,
-                                  v_transpose)
+from pallas_flash.mosaic import (compile_ahead, kernel_names, lowering_cache,
+                                  schedule, v_transpose)
 from pallas_flash.mosaic.config import OUT_COLS, MosaicConfig, out_slots
 from pallas_flash.mosaic.pipeline import (
     REGISTERS, ROW, WGMMA, Item, Sync, load_kv_tiles, phase, run_steps)
@@ -95,9 +95,11 @@ FP8 = jnp.dtype(jnp.float8_e4m3fn)  # q, k, v of the fp8 forward; O is bf16
 _P_LOG2_MAX = 8.0
 
 # Equal kernels get equal module bytes, so XLA compiles each once per process
-# (kernel_names.py), and are lowered once per process (lowering_cache.py).
+# (kernel_names.py), are lowered once per process (lowering_cache.py), and
+# are compiled while the rest of their program lowers (compile_ahead.py).
 kernel_names.install()
 lowering_cache.install()
+compile_ahead.install()
 
 
 def round_up(x: int, m: int) -> int:
