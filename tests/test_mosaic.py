@@ -1777,6 +1777,53 @@ def test_equal_kernels_are_lowered_once_per_process(monkeypatch):
   assert cached == fresh and [k for k, _ in fresh] == ["dkdv", "fwd"]
 
 
+def test_kernels_compiled_ahead_are_the_programs_kernels(monkeypatch):
+  """``mosaic/compile_ahead.py`` hands each distinct kernel of a program to
+  a compile worker once, as a one-op program whose custom call carries the
+  module bytes and ``kernel_hash`` that the program's own call carries (so
+  the compile fills the cache entry the program then reads); the program's
+  compile waits for the workers."""
+  from jax._src import compiler, xla_bridge
+  from jax._src.interpreters import mlir as jax_mlir
+  from jaxlib.mlir import ir
+
+  from pallas_flash import flash_attention
+  from pallas_flash.mosaic import compile_ahead
+  from tools import first_call
+  backends = xla_bridge.backends()
+  monkeypatch.setattr(xla_bridge, "backends",
+                      lambda: {**backends, "cuda": None})
+  programs, waited = [], []
+  monkeypatch.setattr(compile_ahead, "_compile",
+                      lambda program, platform: programs.append(program))
+  monkeypatch.setattr(compile_ahead, "_started", {})
+  compile_ahead.install()
+  assert getattr(compiler.backend_compile_and_load, "pallas_flash_ahead")
+  x = jax.ShapeDtypeStruct((1, 256, 2, 64), jnp.bfloat16)
+  fwd = lambda q, k, v: flash_attention(q, k, v, is_causal=True)
+
+  def fwd_bwd(q, k, v, do):
+    return jax.vjp(fwd, q, k, v)[1](do)
+
+  lowered = first_call.lowered_for_hopper(fwd_bwd, x, x, x, x)[2]
+  first_call.lowered_for_hopper(lambda *a: fwd_bwd(*a), x, x, x, x)
+  compile_ahead.install()  # (idempotent: the wrappers are not wrapped again)
+  monkeypatch.setattr(compile_ahead, "wait", lambda: waited.append(1))
+  jax.jit(lambda a: a * 3.0 + 0.5)(jnp.float32(2))  # a compile (CPU) waits
+  assert waited
+  calls = mosaic_modules.kernel_calls(lowered.as_text())
+  ahead = []
+  with jax_mlir.make_ir_context() as ctx:
+    ctx.allow_unregistered_dialects = True
+    for program in programs:
+      text = str(ir.Module.parse(program))
+      assert text.count("stablehlo.custom_call") == 1
+      ahead += mosaic_modules.kernel_calls(text)
+  assert len(calls) == len(programs) == 2  # fwd, dkdv (d64: fused)
+  assert ({(c["kernel_hash"], c["raw"]) for c in calls}
+          == {(c["kernel_hash"], c["raw"]) for c in ahead})
+
+
 def test_public_path_with_dropout_lowers_for_cuda():
   """With dropout the default Hopper path stays on the Mosaic kernels (the
   forward, the dK/dV and dQ kernels at d64 and d128: two kernels at d64
