@@ -1782,7 +1782,8 @@ def test_kernels_compiled_ahead_are_the_programs_kernels(monkeypatch):
   a compile worker once, as a one-op program whose custom call carries the
   module bytes and ``kernel_hash`` that the program's own call carries (so
   the compile fills the cache entry the program then reads); the program's
-  compile waits for the workers."""
+  compile waits for the workers; a kernel lowered inside a compile is left
+  to that compile."""
   from jax._src import compiler, xla_bridge
   from jax._src.interpreters import mlir as jax_mlir
   from jaxlib.mlir import ir
@@ -1822,6 +1823,11 @@ def test_kernels_compiled_ahead_are_the_programs_kernels(monkeypatch):
   assert len(calls) == len(programs) == 2  # fwd, dkdv (d64: fused)
   assert ({(c["kernel_hash"], c["raw"]) for c in calls}
           == {(c["kernel_hash"], c["raw"]) for c in ahead})
+  # lowered inside a compile (SPMD partitioning's callback): left to it
+  monkeypatch.setattr(compile_ahead, "_started", {})
+  monkeypatch.setattr(compile_ahead._compiling, "depth", 1, raising=False)
+  first_call.lowered_for_hopper(lambda *a: fwd_bwd(*a), x, x, x, x)
+  assert len(programs) == 2
 
 
 def test_public_path_with_dropout_lowers_for_cuda():

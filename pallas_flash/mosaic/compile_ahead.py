@@ -15,9 +15,11 @@ compile the main thread waits for those workers, and XLA then finds every
 kernel compiled.
 
 Only our kernels (``pallas_flash_`` names), only on a GPU backend, each
-hash once per process.  Best effort: any failure leaves the kernel to the
-program's own compile.  ``PALLAS_FLASH_COMPILE_AHEAD=0`` in the environment
-at import leaves JAX as it is.
+hash once per process, and not for kernels lowered inside a compile (under
+SPMD partitioning ``custom_partitioning`` lowers them from XLA's callback,
+and that compile reaches them next).  Best effort: any failure leaves the
+kernel to the program's own compile.  ``PALLAS_FLASH_COMPILE_AHEAD=0`` in
+the environment at import leaves JAX as it is.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ WORKERS = 4
 _lock = threading.Lock()
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _started: dict[bytes, concurrent.futures.Future] = {}
+_compiling = threading.local()  # .depth: XLA compiles running on this thread
 
 
 def _one_op_program(op) -> bytes:
@@ -71,6 +74,10 @@ def _compile(program: bytes, platform: str) -> None:
 def _start(outs, platform: str) -> None:
   global _pool
   from jax._src import xla_bridge
+  if getattr(_compiling, "depth", 0):
+    # lowered inside a compile (custom_partitioning's callback under SPMD
+    # partitioning): that compile is about to reach the kernel itself
+    return
   if platform not in xla_bridge.backends():  # (lowered for another machine)
     return
   op = outs[0].owner
@@ -113,8 +120,14 @@ def _wrap_rule(rule):
 
 def _wrap_compile(compile_fn):
   def backend_compile_and_load(*args, **kwargs):
-    wait()
-    return compile_fn(*args, **kwargs)
+    depth = getattr(_compiling, "depth", 0)
+    if not depth:  # (a compile nested in a compile's callback does not wait)
+      wait()
+    _compiling.depth = depth + 1
+    try:
+      return compile_fn(*args, **kwargs)
+    finally:
+      _compiling.depth = depth
   backend_compile_and_load.pallas_flash_ahead = True
   return backend_compile_and_load
 
