@@ -1,5 +1,8 @@
-"""The first call with JAX's persistent compilation cache, one cell per process
-(issue 50 item 2: "caching where JAX allows it").
+"""The first call of a training step (the jitted fwd+bwd) in a fresh process,
+with or without JAX's persistent compilation cache, one cell per process
+(issue 50 item 2: "caching where JAX allows it"); ``IMPL`` (a
+``benchmarks.peers.IMPLS`` name, default ours on the default dispatch)
+times a peer's first call the same way.
 
 Times trace / lower / compile / first run / a second run of the jitted
 fwd+bwd (value_and_grad, random cotangent) of one benchmark cell (B x S =
@@ -12,6 +15,8 @@ it.  benchmarks/results/h200_2026-11-29_first_call_cache/README.md has the
 commands of the record (one H200: each cell without a cache, then writing
 and reading one).  (The 2026-11-28 record ran an earlier form of this
 script that closed over the cotangent, a 64 MiB constant in each program.)
+
+  python3 tools/cache_probe.py CELL CACHE_DIR|none [IMPL]   # CELL: d64_4k_C
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ import sys
 import time
 
 
-def main(cell: str, cache: str) -> None:
+def main(cell: str, cache: str, impl: str = "") -> None:
   import jax
   import jax.numpy as jnp
   if cache != "none":  # before the first compile
@@ -36,12 +41,20 @@ def main(cell: str, cache: str) -> None:
   ks = jax.random.split(jax.random.key(0), 4)
   q, k, v, ct = (jax.random.normal(kk, (b, seq, n, h), jnp.bfloat16)
                  for kk in ks)
+  attention = lambda q, k, v: pf.flash_attention(q, k, v, is_causal=causal)
+  if impl:  # a benchmark implementation's call on the same cell
+    from benchmarks import peers, workloads
+    w = workloads.convention(seqlens=(seq,), head_dims=(h,),
+                             causals=(causal,), dtypes=("bfloat16",))[0]
+    x = workloads.Inputs(q=q, k=k, v=v, do=ct)
+    fn, aux = peers.IMPLS[impl].build(w, x)
+    attention = lambda q, k, v: fn(q, k, v, aux)
 
   # The cotangent is an argument: closed over, it would be a constant of the
   # program (64 MiB in these cells), which the compile and the cache's
   # compression of the executable then pay for (the 2026-11-28 record did).
   def loss(q, k, v, ct):
-    out = pf.flash_attention(q, k, v, is_causal=causal)
+    out = attention(q, k, v)
     return (out.astype(jnp.float32) * ct).sum()
 
   f = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
@@ -58,11 +71,12 @@ def main(cell: str, cache: str) -> None:
   t5 = time.perf_counter()
   chk = float(r[0]) + sum(float(jnp.abs(g.astype(jnp.float32)).sum())
                           for g in r[1])
-  print(f"RESULT {cell} cache={'on' if cache != 'none' else 'off'} "
+  print(f"RESULT {cell} {impl or 'ours'} "
+        f"cache={'on' if cache != 'none' else 'off'} "
         f"trace {t1 - t0:.2f} lower {t2 - t1:.2f} compile {t3 - t2:.2f} "
         f"first_run {t4 - t3:.2f} second_run {t5 - t4:.3f} "
         f"total {t4 - t0:.2f} chk {chk:.6e}", flush=True)
 
 
 if __name__ == "__main__":
-  main(sys.argv[1], sys.argv[2])
+  main(*sys.argv[1:4])
