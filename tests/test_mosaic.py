@@ -7,6 +7,7 @@ barrier in Python).  Larger cases are ``@pytest.mark.slow`` (GPU: ``-m slow``).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -1782,8 +1783,8 @@ def test_kernels_compiled_ahead_are_the_programs_kernels(monkeypatch):
   a compile worker once, as a one-op program whose custom call carries the
   module bytes and ``kernel_hash`` that the program's own call carries (so
   the compile fills the cache entry the program then reads); the program's
-  compile waits for the workers; a kernel lowered inside a compile is left
-  to that compile."""
+  compile waits for the workers; kernels lowered inside a compile or
+  ``suspended()`` are left alone."""
   from jax._src import compiler, xla_bridge
   from jax._src.interpreters import mlir as jax_mlir
   from jaxlib.mlir import ir
@@ -1798,6 +1799,8 @@ def test_kernels_compiled_ahead_are_the_programs_kernels(monkeypatch):
   monkeypatch.setattr(compile_ahead, "_compile",
                       lambda program, platform: programs.append(program))
   monkeypatch.setattr(compile_ahead, "_started", {})
+  suspended = compile_ahead.suspended  # (what the lowering tools enter)
+  monkeypatch.setattr(compile_ahead, "suspended", contextlib.nullcontext)
   compile_ahead.install()
   assert getattr(compiler.backend_compile_and_load, "pallas_flash_ahead")
   x = jax.ShapeDtypeStruct((1, 256, 2, 64), jnp.bfloat16)
@@ -1823,9 +1826,13 @@ def test_kernels_compiled_ahead_are_the_programs_kernels(monkeypatch):
   assert len(calls) == len(programs) == 2  # fwd, dkdv (d64: fused)
   assert ({(c["kernel_hash"], c["raw"]) for c in calls}
           == {(c["kernel_hash"], c["raw"]) for c in ahead})
-  # lowered inside a compile (SPMD partitioning's callback): left to it
+  # inside the lowering tools (``suspended``) and inside a compile (SPMD
+  # partitioning's callback): left alone
   monkeypatch.setattr(compile_ahead, "_started", {})
-  monkeypatch.setattr(compile_ahead._compiling, "depth", 1, raising=False)
+  monkeypatch.setattr(compile_ahead, "suspended", suspended)
+  first_call.lowered_for_hopper(lambda *a: fwd_bwd(*a), x, x, x, x)
+  monkeypatch.setattr(compile_ahead, "suspended", contextlib.nullcontext)
+  monkeypatch.setattr(compile_ahead._thread, "depth", 1, raising=False)
   first_call.lowered_for_hopper(lambda *a: fwd_bwd(*a), x, x, x, x)
   assert len(programs) == 2
 

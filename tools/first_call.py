@@ -48,16 +48,10 @@ def _cells():
 def lowered_for_hopper(fn, *specs):
   """(trace seconds, lower seconds, the Lowered) of jit(fn) for CUDA with the
   default Hopper dispatch on a machine without a GPU."""
-  from unittest import mock
-
   import jax
 
-  from pallas_flash import _dispatch
-  from pallas_flash.mosaic import forward as mosaic_forward
-  with mock.patch.object(_dispatch, "on_gpu", lambda: True), \
-      mock.patch.object(_dispatch, "is_hopper", lambda: True), \
-      mock.patch.object(mosaic_forward, "check_supported", lambda *a: None), \
-      mock.patch.object(mosaic_forward, "_num_sms", lambda: 132):
+  from tools import mosaic_modules
+  with mosaic_modules.as_on_hopper():
     t0 = time.perf_counter()
     traced = jax.jit(fn).trace(*specs)
     t1 = time.perf_counter()

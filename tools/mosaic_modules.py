@@ -27,6 +27,7 @@ themselves.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import itertools
 import os
@@ -42,6 +43,7 @@ from jax._src.lib.mlir import ir
 import pallas_flash as pf
 from benchmarks import workloads
 from pallas_flash import _dispatch
+from pallas_flash.mosaic import compile_ahead
 from pallas_flash.mosaic import forward as mosaic_forward
 from pallas_flash.mosaic.config import MosaicBackwardConfig, MosaicConfig
 
@@ -199,6 +201,19 @@ def as_counted(text: str, index: int) -> str:
                           f'"{m.group(1)}_{index}"', text, count=1)
 
 
+@contextlib.contextmanager
+def as_on_hopper():
+  """The default dispatch as on a Hopper GPU (132 SMs) on any machine, for
+  programs that are lowered (``lowering_platforms=("cuda",)``) and never
+  compiled: no kernel is compiled ahead (``mosaic/compile_ahead.py``)."""
+  with mock.patch.object(_dispatch, "on_gpu", lambda: True), \
+      mock.patch.object(_dispatch, "is_hopper", lambda: True), \
+      mock.patch.object(mosaic_forward, "check_supported", lambda *a: None), \
+      mock.patch.object(mosaic_forward, "_num_sms", lambda: 132), \
+      compile_ahead.suspended():
+    yield
+
+
 def lower_cell(h: int, causal: bool, rate: float, b: int = 2, t: int = 1000):
   """The lowered text (without locations) of grad(flash_attention) for a
   [b, t] GQA 4/2 cell on the default Hopper path (also the lowering tests'
@@ -227,10 +242,7 @@ def lower_workload(w: workloads.Workload) -> str:
   def loss(q, k, v):
     return pf.flash_attention(q, k, v, is_causal=w.causal, **kw).astype(
         jnp.float32).sum()
-  with mock.patch.object(_dispatch, "on_gpu", lambda: True), \
-      mock.patch.object(_dispatch, "is_hopper", lambda: True), \
-      mock.patch.object(mosaic_forward, "check_supported", lambda *a: None), \
-      mock.patch.object(mosaic_forward, "_num_sms", lambda: 132):
+  with as_on_hopper():
     lowered = jax.jit(jax.grad(loss, (0, 1, 2))).trace(q, kv, kv).lower(
         lowering_platforms=("cuda",))
   return lowered.as_text(debug_info=False)
@@ -258,10 +270,7 @@ def lower_call(w: workloads.Workload) -> str:
         jnp.float32).sum()
   # fp8 takes no derivative: its forward alone
   fn = loss if jnp.dtype(w.dtype).itemsize == 1 else jax.grad(loss, (0, 1, 2))
-  with mock.patch.object(_dispatch, "on_gpu", lambda: True), \
-      mock.patch.object(_dispatch, "is_hopper", lambda: True), \
-      mock.patch.object(mosaic_forward, "check_supported", lambda *a: None), \
-      mock.patch.object(mosaic_forward, "_num_sms", lambda: 132):
+  with as_on_hopper():
     lowered = jax.jit(fn).trace(
         spec(q), spec(k), spec(v), jax.tree.map(spec, arrays)).lower(
             lowering_platforms=("cuda",))

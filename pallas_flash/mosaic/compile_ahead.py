@@ -15,15 +15,17 @@ compile the main thread waits for those workers, and XLA then finds every
 kernel compiled.
 
 Only our kernels (``pallas_flash_`` names), only on a GPU backend, each
-hash once per process, and not for kernels lowered inside a compile (under
+hash once per process; not for kernels lowered inside a compile (under
 SPMD partitioning ``custom_partitioning`` lowers them from XLA's callback,
-and that compile reaches them next).  Best effort: any failure leaves the
+and that compile reaches them next), for ``jax.export``, or inside
+``suspended()``.  Best effort: any failure leaves the
 kernel to the program's own compile.  ``PALLAS_FLASH_COMPILE_AHEAD=0`` in
 the environment at import leaves JAX as it is.
 """
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import threading
 
@@ -35,7 +37,8 @@ WORKERS = 4
 _lock = threading.Lock()
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _started: dict[bytes, concurrent.futures.Future] = {}
-_compiling = threading.local()  # .depth: XLA compiles running on this thread
+# per thread: .depth, XLA compiles running; .suspended, ``suspended`` blocks
+_thread = threading.local()
 
 
 def _one_op_program(op) -> bytes:
@@ -74,9 +77,9 @@ def _compile(program: bytes, platform: str) -> None:
 def _start(outs, platform: str) -> None:
   global _pool
   from jax._src import xla_bridge
-  if getattr(_compiling, "depth", 0):
+  if getattr(_thread, "depth", 0) or getattr(_thread, "suspended", 0):
     # lowered inside a compile (custom_partitioning's callback under SPMD
-    # partitioning): that compile is about to reach the kernel itself
+    # partitioning: that compile reaches the kernel next), or suspended
     return
   if platform not in xla_bridge.backends():  # (lowered for another machine)
     return
@@ -94,6 +97,17 @@ def _start(outs, platform: str) -> None:
     _started[key] = _pool.submit(_compile, program, platform)
 
 
+@contextlib.contextmanager
+def suspended():
+  """No kernel lowered inside (on this thread) is compiled ahead: for
+  programs lowered and never compiled (the tools that read modules)."""
+  _thread.suspended = getattr(_thread, "suspended", 0) + 1
+  try:
+    yield
+  finally:
+    _thread.suspended -= 1
+
+
 def wait() -> None:
   """Waits for the kernels' compiles started so far (their errors are the
   program's own compile's to report)."""
@@ -108,7 +122,9 @@ def _wrap_rule(rule):
     attrs = module.operation.attributes
     name = ir.StringAttr(attrs["sym_name"]).value if "sym_name" in attrs else ""
     platforms = tuple(ctx.module_context.platforms)
-    if name.startswith(kernel_names.PREFIX) and outs and len(platforms) == 1:
+    export = ctx.module_context.lowering_parameters.for_export
+    if (name.startswith(kernel_names.PREFIX) and outs and len(platforms) == 1
+        and not export):
       try:
         _start(outs, platforms[0])
       except Exception:  # best effort: the program's compile does it
@@ -120,14 +136,14 @@ def _wrap_rule(rule):
 
 def _wrap_compile(compile_fn):
   def backend_compile_and_load(*args, **kwargs):
-    depth = getattr(_compiling, "depth", 0)
+    depth = getattr(_thread, "depth", 0)
     if not depth:  # (a compile nested in a compile's callback does not wait)
       wait()
-    _compiling.depth = depth + 1
+    _thread.depth = depth + 1
     try:
       return compile_fn(*args, **kwargs)
     finally:
-      _compiling.depth = depth
+      _thread.depth = depth
   backend_compile_and_load.pallas_flash_ahead = True
   return backend_compile_and_load
 
