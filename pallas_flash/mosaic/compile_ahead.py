@@ -4,10 +4,10 @@ first call).
 XLA compiles a Mosaic GPU kernel (MLIR -> LLVM -> PTX -> ptxas) inside the
 ``mosaic_gpu_v2`` custom call's instantiation, once per process per
 ``kernel_hash`` (a process-wide cache in jaxlib), and only once the whole
-program has been traced and lowered.  A jitted training step holds three of
-our kernels (forward, dK/dV, dQ): their compiles ran one after the other,
-after the Python lowering of all three.  ``install`` starts each of our
-kernels' compile as soon as its custom call is emitted: a one-op program
+program has been traced and lowered.  A jitted training step holds up to
+three of our kernels (forward, dK/dV, dQ): their compiles ran one after the
+other, after the Python lowering of all three.  ``install`` starts each of
+our kernels' compile as soon as its custom call is emitted: a one-op program
 holding the same custom call (same module bytes, same hash) is compiled on a
 worker thread (XLA's compile releases the GIL), which fills jaxlib's kernel
 cache while the main thread lowers the rest; before the program's own
@@ -18,9 +18,9 @@ Only our kernels (``pallas_flash_`` names), only on a GPU backend, each
 hash once per process; not for kernels lowered inside a compile (under
 SPMD partitioning ``custom_partitioning`` lowers them from XLA's callback,
 and that compile reaches them next), for ``jax.export``, or inside
-``suspended()``.  Best effort: any failure leaves the
-kernel to the program's own compile.  ``PALLAS_FLASH_COMPILE_AHEAD=0`` in
-the environment at import leaves JAX as it is.
+``suspended()``.  Best effort: any failure leaves the kernel to the
+program's own compile.  ``PALLAS_FLASH_COMPILE_AHEAD=0`` in the environment
+at import leaves JAX as it is.
 """
 from __future__ import annotations
 
@@ -119,16 +119,16 @@ def wait() -> None:
 def _wrap_rule(rule):
   def _mosaic_gpu_lowering_rule(ctx, *args, module, **kwargs):
     outs = rule(ctx, *args, module=module, **kwargs)
-    attrs = module.operation.attributes
-    name = ir.StringAttr(attrs["sym_name"]).value if "sym_name" in attrs else ""
-    platforms = tuple(ctx.module_context.platforms)
-    export = ctx.module_context.lowering_parameters.for_export
-    if (name.startswith(kernel_names.PREFIX) and outs and len(platforms) == 1
-        and not export):
-      try:
+    try:  # best effort: otherwise the program's compile does it
+      attrs = module.operation.attributes
+      name = ir.StringAttr(attrs["sym_name"]).value
+      platforms = tuple(ctx.module_context.platforms)
+      export = ctx.module_context.lowering_parameters.for_export
+      if (name.startswith(kernel_names.PREFIX) and outs
+          and len(platforms) == 1 and not export):
         _start(outs, platforms[0])
-      except Exception:  # best effort: the program's compile does it
-        pass
+    except Exception:
+      pass
     return outs
   _mosaic_gpu_lowering_rule.pallas_flash_ahead = True
   return _mosaic_gpu_lowering_rule
