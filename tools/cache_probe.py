@@ -35,17 +35,17 @@ def main(cell: str, cache: str, impl: str = "") -> None:
   # A warm-up on a tiny other shape: import and backend set-up do not count.
   x = jnp.ones((1, 128, 2, 32), jnp.bfloat16)
   jax.block_until_ready(jax.jit(lambda a: pf.flash_attention(a, a, a))(x))
+  from benchmarks import peers, workloads
   d, s, c = cell.split("_")  # e.g. d64_16k_N: head dim, S, causal or not
   h, seq, causal = int(d[1:]), int(s[:-1]) * 1024, c == "C"
-  n, b = 2048 // h, 16384 // seq  # hidden 2048, B x S = 16k tokens
+  # the benchmark cell: hidden 2048, B x S = 16k tokens
+  w = workloads.convention(seqlens=(seq,), head_dims=(h,), causals=(causal,),
+                           dtypes=("bfloat16",))[0]
   ks = jax.random.split(jax.random.key(0), 4)
-  q, k, v, ct = (jax.random.normal(kk, (b, seq, n, h), jnp.bfloat16)
-                 for kk in ks)
+  q, k, v, ct = (jax.random.normal(kk, (w.batch, seq, w.heads, h),
+                                   jnp.bfloat16) for kk in ks)
   attention = lambda q, k, v: pf.flash_attention(q, k, v, is_causal=causal)
   if impl:  # a benchmark implementation's call on the same cell
-    from benchmarks import peers, workloads
-    w = workloads.convention(seqlens=(seq,), head_dims=(h,),
-                             causals=(causal,), dtypes=("bfloat16",))[0]
     x = workloads.Inputs(q=q, k=k, v=v, do=ct)
     fn, aux = peers.IMPLS[impl].build(w, x)
     attention = lambda q, k, v: fn(q, k, v, aux)
