@@ -35,6 +35,7 @@ import math
 from typing import Callable
 
 import jax
+import jax.numpy as jnp
 from jax.experimental.custom_partitioning import (
     ArrayMapping, SdyShardingRule, custom_partitioning)
 from jax.sharding import NamedSharding, PartitionSpec as P
@@ -57,14 +58,14 @@ def forward(fn: Callable, q, k, v, arrays: masks.MaskArrays,
   ``fn(..., descales=...)``; no ring or Ulysses takes them (a sequence
   split is gathered)."""
   if descales is not None:
-    return _partitioned(_bound(fn, params, False, fp8=True),
-                        (q, k, v, arrays, tuple(descales)),
-                        backward_pass=False, fp8=True,
-                        interpret=_interpret(params))
+    return _batch_folded(lambda *args: _partitioned(
+        _bound(fn, params, False, fp8=True), args, backward_pass=False,
+        fp8=True, interpret=_interpret(params)),
+                         (q, k, v, arrays, tuple(descales)))
   ring = _ring(params, q, k, arrays, lambda calls: calls[0])
-  return _partitioned(_bound(fn, params, False), (q, k, v, arrays),
-                      backward_pass=False, ring=ring,
-                      interpret=_interpret(params))
+  return _batch_folded(lambda *args: _partitioned(
+      _bound(fn, params, False), args, backward_pass=False, ring=ring,
+      interpret=_interpret(params)), (q, k, v, arrays))
 
 
 def backward(fn: Callable, q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
@@ -73,10 +74,58 @@ def backward(fn: Callable, q, k, v, arrays: masks.MaskArrays, out, lse, d_out,
   the dbias partial [B, N, 1|T, 1|S] with ``params.bias_grad``), partitioned
   per shard."""
   ring = _ring(params, q, k, arrays, lambda calls: calls[1])
-  return _partitioned(_bound(fn, params, True),
-                      (q, k, v, arrays, out, lse, d_out),
-                      backward_pass=True, dbias=params.bias_grad, ring=ring,
-                      interpret=_interpret(params))
+  return _batch_folded(lambda *args: _partitioned(
+      _bound(fn, params, True), args, backward_pass=True,
+      dbias=params.bias_grad, ring=ring, interpret=_interpret(params)),
+                       (q, k, v, arrays, out, lse, d_out))
+
+
+# MaskArrays fields whose leading dim may be 1 (broadcast over the batch)
+_BROADCAST_B = ("mask", "bias", "alibi_slopes")
+
+
+def _batch_folded(call: Callable, args: tuple):
+  """``call(*args)``, whose argument leaves all lead with the batch dim B
+  (the ``_BROADCAST_B`` fields: B or 1) and whose results all lead with B,
+  with ``jax.vmap`` folded into B: a mapped axis of size V runs one call on
+  [V * B, ...] leaves (a mapped leaf of one row broadcast to B; an unmapped
+  leaf of B rows repeated V times, one of one broadcast row kept) and its
+  results are split back into [V, B, ...].  Without it the vmap reached
+  the kernels' own batching (pallas_call's, a grid axis), which the d64
+  fused backward's ``pl.run_state`` does not have.  The kernels compute the
+  same per row either way (dropout's bits come from the [B, N] seeds)."""
+  keep = []  # per leaf: whether one row broadcasts over the batch
+  for a in args:
+    fields = (zip(a._fields, a) if isinstance(a, masks.MaskArrays)
+              else [("", a)])
+    for name, x in fields:
+      keep += [name in _BROADCAST_B] * len(jax.tree.leaves(x))
+
+  @jax.custom_batching.custom_vmap
+  def folded(*args):
+    return call(*args)
+
+  @folded.def_vmap
+  def _rule(axis_size, in_batched, *args):
+    leaves, tree = jax.tree.flatten(args)
+    flags = jax.tree.leaves(in_batched)
+    batch = leaves[0].shape[flags[0]]  # q's B (the mapped axis is first)
+
+    def fold(x, mapped, keep):
+      if not mapped:
+        if keep and x.shape[0] == 1:
+          return x
+        x = jnp.broadcast_to(x, (axis_size, *x.shape))
+      elif x.shape[1] != batch:  # (one broadcast row)
+        x = jnp.broadcast_to(x, (axis_size, batch, *x.shape[2:]))
+      return x.reshape(axis_size * batch, *x.shape[2:])
+    outs = folded(*tree.unflatten(
+        [fold(x, m, k) for x, m, k in zip(leaves, flags, keep, strict=True)]))
+    outs = jax.tree.map(
+        lambda y: y.reshape(axis_size, batch, *y.shape[1:]), outs)
+    return outs, jax.tree.map(lambda _: True, outs)
+
+  return folded(*args)
 
 
 def _bound(fn: Callable, params, backward_pass: bool,
