@@ -230,6 +230,37 @@ def test_vmap_of_vjp_is_the_calls_one_by_one(impl):
         assert _rel(g, w) <= TOL["bfloat16"][tol] / 4, (axes, tol, _rel(g, w))
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("h", [64, 128])
+def test_grad_through_checkpoint_and_scan(impl, h):
+  """Gradients through jax.checkpoint (default policy and dots_saveable)
+  and through a lax.scan over layers match the reference's, on every kernel
+  path (the Mosaic one natively: its interpreter's io_callbacks are effects,
+  which checkpoint refuses, so on a CPU only the scan runs for it)."""
+  ks = jax.random.split(jax.random.key(11), 3)
+  q = jax.random.normal(ks[0], (1, 64, 2, h), jnp.bfloat16)
+  k, v = (jax.random.normal(key, (1, 64, 1, h), jnp.bfloat16) for key in ks[1:])
+
+  def loss(q, k, v, impl=impl):
+    out = pf.flash_attention(q, k, v, is_causal=True, implementation=impl)
+    return jnp.sum(jnp.sin(out.astype(jnp.float32)))
+
+  def scanned(q, k, v):  # two "layers" of the same call
+    body = lambda c, _: (c + loss(q, k, v), None)
+    return jax.lax.scan(body, 0.0, None, length=2)[0] / 2
+
+  ref = jax.grad(functools.partial(loss, impl="xla"), (0, 1, 2))(q, k, v)
+  variants = {"scan": scanned}
+  if impl != "mosaic" or jax.default_backend() == "gpu":
+    variants["checkpoint"] = jax.checkpoint(loss)
+    variants["dots_saveable"] = jax.checkpoint(
+        loss, policy=jax.checkpoint_policies.dots_saveable)
+  for name, fn in variants.items():
+    grads = jax.jit(jax.grad(fn, (0, 1, 2)))(q, k, v)
+    for g, r in zip(grads, ref):
+      assert _rel(g, r) <= TOL["bfloat16"]["grad"], (name, _rel(g, r))
+
+
 def test_no_batch_dim_and_scale():
   q, k, v, kw = Case("nobatch", b=1, t=17, s=33).inputs()
   out = pf.flash_attention(q[0], k[0], v[0], scale=0.3, implementation=IMPL)
