@@ -191,31 +191,33 @@ def test_jit_vmap_grad_checkpoint():
 def test_vmap_of_vjp_is_the_calls_one_by_one(impl):
   """jax.vmap over the forward and backward gives the per-element calls
   stacked (``sharding._batch_folded`` folds the mapped axis into the batch;
-  the d64 Mosaic backward has no batching rule of its own): a mapped and an
-  unmapped K / V, per-element lengths, and (Triton) an unmapped one-row
-  bias.  Bit for bit in interpret mode; natively within bf16 rounding (XLA's
-  fusions around the kernels may reduce in another order for another
-  batch)."""
-  vs, b, t, n, h = 2, 1, 64, 2, 64
+  the d64 Mosaic backward has no batching rule of its own): mapped and
+  unmapped K / V and per-element lengths; with Triton also B = 2 and a
+  one-row bias, mapped (broadcast to B inside the fold) and unmapped (kept
+  broadcast).  Bit for bit in interpret mode; natively within bf16 rounding
+  (XLA's fusions around the kernels may reduce in another order for
+  another batch)."""
+  mosaic = impl == "mosaic"  # (interpret mode's time: the smaller case)
+  vs, b, t, n, h = 2, 1 if mosaic else 2, 64, 2, 64
   ks = jax.random.split(jax.random.key(7), 5)
   q, k, v, ct = (jax.random.normal(key, (vs, b, t, n if i in (0, 3) else 1, h),
                                    jnp.bfloat16) for i, key in enumerate(ks[:4]))
-  lengths = jnp.array([[64], [37]], jnp.int32)
-  bias = (None if impl == "mosaic" else
-          jax.random.normal(ks[4], (1, n, t, t), jnp.bfloat16))
+  lengths = jnp.array([[64, 50][:b], [37, 64][:b]], jnp.int32)
+  bias = (None if mosaic else
+          jax.random.normal(ks[4], (vs, 1, n, t, t), jnp.bfloat16))
 
-  def vjp(q, k, v, lengths, ct):
+  def vjp(q, k, v, lengths, ct, bias):
     out, pull = jax.vjp(lambda q, k, v: pf.flash_attention(
         q, k, v, bias, is_causal=True, key_value_seq_lengths=lengths,
         implementation=impl), q, k, v)
     return out, *pull(ct)
 
-  for axes in ((0, 0, 0, 0, 0), (0, None, None, None, 0)):
-    if impl == "mosaic" and axes[1] is None:
-      continue  # (interpret mode's time: the mapped case has the bug)
-    pick = lambda x, a, i: x if a is None else x[i]
-    args = (q, k[0] if axes[1] is None else k, v[0] if axes[2] is None else v,
-            lengths[0] if axes[3] is None else lengths, ct)
+  for axes in ((0, 0, 0, 0, 0, 0), (0, None, None, None, 0, None)):
+    if mosaic and axes[1] is None:
+      continue  # (interpret mode's time: the mapped case had the bug)
+    pick = lambda x, a, i: x if a is None or x is None else x[i]
+    args = [x if a == 0 or x is None else x[0]
+            for x, a in zip((q, k, v, lengths, ct, bias), axes)]
     got = jax.jit(jax.vmap(vjp, in_axes=axes))(*args)
     one_by_one = [vjp(*(pick(x, a, i) for x, a in zip(args, axes)))
                   for i in range(vs)]
