@@ -90,10 +90,13 @@ def _batch_folded(call: Callable, args: tuple):
   with ``jax.vmap`` folded into B: a mapped axis of size V runs one call on
   [V * B, ...] leaves (a mapped leaf of one row broadcast to B; an unmapped
   leaf of B rows repeated V times, one of one broadcast row kept) and its
-  results are split back into [V, B, ...].  Without it the vmap reached
-  the kernels' own batching (pallas_call's, a grid axis), which the d64
-  fused backward's ``pl.run_state`` does not have.  The kernels compute the
-  same per row either way (dropout's bits come from the [B, N] seeds)."""
+  results are split back into [V, B, ...].  Without it the vmap ran the
+  backend unpartitioned under the kernels' own batching (pallas_call's, a
+  grid axis), which the d64 fused backward's ``pl.run_state`` does not
+  have.  The kernels compute the same per row either way (dropout's bits
+  come from the [B, N] seeds).  V is the major factor of the merged batch:
+  a vmapped axis sharded over devices stays sharded (no collective); a B
+  sharded inside a vmap with V whole is gathered, as it was before."""
   keep = []  # per leaf: whether one row broadcasts over the batch
   for a in args:
     fields = (zip(a._fields, a) if isinstance(a, masks.MaskArrays)
@@ -253,21 +256,9 @@ def _partitioned(call, args, *, backward_pass: bool, dbias: bool = False,
   partitioned.def_partition(partition=partition,
                             infer_sharding_from_operands=infer,
                             sharding_rule=rule)
-
-  # custom_partitioning has no batching rule; under vmap run the backend as
-  # before (pallas_call batches itself), unpartitioned.
-  @jax.custom_batching.custom_vmap
-  def run(args):
-    return partitioned(consts, args)
-
-  @run.def_vmap
-  def _run_vmap(axis_size, in_batched, args):
-    del axis_size
-    in_axes = jax.tree.map(lambda b: 0 if b else None, in_batched[0])
-    out = jax.vmap(call, in_axes=in_axes)(*args)
-    return out, tuple(True for _ in out)
-
-  return run(args)
+  # (custom_partitioning has no batching rule: a vmap never reaches it, it is
+  # folded into the batch first, ``_batch_folded``)
+  return partitioned(consts, args)
 
 
 def _explicit_axes(args) -> tuple[str, ...]:

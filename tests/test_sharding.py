@@ -190,6 +190,30 @@ def test_batch_and_head_sharding_runs_per_shard(impl, lay):
   _run(impl, lay, no_collectives=True)
 
 
+@pytest.mark.parametrize("mesh_shape, spec, vb", [
+    ((4,), P("x"), (4, 1)),  # a vmapped axis over the devices
+    ((2, 2), P("x", "y"), (2, 2)),  # it over x, the batch inside over y
+], ids=["v", "v_b"])
+def test_vmap_over_a_sharded_axis_runs_per_shard(mesh_shape, spec, vb):
+  """jax.vmap is folded into the batch with the mapped axis major
+  (``sharding._batch_folded``), so a mapped axis sharded over devices (and
+  a batch sharded inside it) keeps its sharding: no collective in the
+  fwd+bwd, the one-device result."""
+  _, fwd_bwd = _fns("triton")
+  rng = np.random.default_rng(1)
+  shape = (*vb, 32, 2, H)
+  xs = [jnp.asarray(rng.standard_normal(shape, np.float32)) for _ in range(4)]
+  step = jax.jit(jax.vmap(lambda q, k, v, ct: fwd_bwd((q, k, v), {}, ct)))
+  want = step(*xs)
+  sharding = NamedSharding(_mesh(mesh_shape), spec)
+  found, compiled = _collectives(
+      step, *(jax.device_put(x, sharding) for x in xs))
+  got = compiled(*(jax.device_put(x, sharding) for x in xs))
+  assert found == [], found
+  _check_close(got, want)
+  _check_sharding(got[0], jax.device_put(xs[0], sharding))
+
+
 def test_group_splitting_and_sequence_sharding_fall_back_to_gathers():
   # N=4 query heads over 4 devices with K=2 kv heads (G=2) would put half a
   # group on each shard, and S alone split (k / v over S, q whole) is no
