@@ -331,6 +331,27 @@ def test_default_hopper_path_is_partitioned(on_hopper, case):
   assert kernels == [], f"kernels outside the partitioned calls: {kernels}"
 
 
+@pytest.mark.parametrize("h", [64, 128])
+def test_default_hopper_path_under_vmap_is_partitioned(on_hopper, h):
+  """A vmapped fwd+bwd on the default Hopper path (d64: the fused backward,
+  whose ``pl.run_state`` has no batching rule) lowers to the two
+  partitioned calls and no kernel outside them, its axis sharded over the
+  devices (before the fold, ``sharding._batch_folded``: the kernels ran
+  unpartitioned, and d64 did not lower)."""
+  sharding = NamedSharding(_mesh((4,)), P("x"))
+  x = jax.ShapeDtypeStruct((4, 1, 256, 2, h), jnp.bfloat16, sharding=sharding)
+
+  def fwd_bwd(q, k, v, ct):
+    out, pull = jax.vjp(lambda q, k, v: pf.flash_attention(
+        q, k, v, is_causal=True), q, k, v)
+    return out, pull(ct)
+  text = jax.jit(jax.vmap(fwd_bwd)).trace(x, x, x, x).lower(
+      lowering_platforms=("cuda",)).as_text(debug_info=False)
+  calls = re.findall(r"custom_call @(\w+)", text)
+  assert calls.count("CustomSPMDPartitioning") == 2, calls  # fwd, bwd
+  assert "mosaic_gpu" not in text  # (lowered per shard, in the compile)
+
+
 FP8_SPECS = [P("x"), P(None, None, "x"), P("x", None, "y")]
 
 
