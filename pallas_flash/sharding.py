@@ -112,7 +112,7 @@ def _batch_folded(call: Callable, args: tuple):
   def _rule(axis_size, in_batched, *args):
     leaves, tree = jax.tree.flatten(args)
     flags = jax.tree.leaves(in_batched)
-    batch = leaves[0].shape[flags[0]]  # q's B (the mapped axis is first)
+    batch = leaves[0].shape[1 if flags[0] else 0]  # q's B (mapped axis first)
 
     def fold(x, mapped, keep):
       if not mapped:

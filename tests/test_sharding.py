@@ -205,13 +205,13 @@ def test_vmap_over_a_sharded_axis_runs_per_shard(mesh_shape, spec, vb):
   xs = [jnp.asarray(rng.standard_normal(shape, np.float32)) for _ in range(4)]
   step = jax.jit(jax.vmap(lambda q, k, v, ct: fwd_bwd((q, k, v), {}, ct)))
   want = step(*xs)
-  sharding = NamedSharding(_mesh(mesh_shape), spec)
-  found, compiled = _collectives(
-      step, *(jax.device_put(x, sharding) for x in xs))
-  got = compiled(*(jax.device_put(x, sharding) for x in xs))
+  sharded = [jax.device_put(x, NamedSharding(_mesh(mesh_shape), spec))
+             for x in xs]
+  found, compiled = _collectives(step, *sharded)
+  got = compiled(*sharded)
   assert found == [], found
   _check_close(got, want)
-  _check_sharding(got[0], jax.device_put(xs[0], sharding))
+  _check_sharding(got[0], sharded[0])
 
 
 def test_group_splitting_and_sequence_sharding_fall_back_to_gathers():
@@ -306,13 +306,10 @@ def test_backend_constants_become_replicated_operands():
 # the partitioner runs each kernel on its shard.  Natively, .ci/gpu-multi
 # compiles the same calls on 2 and 4 GPUs and asserts no collective.
 @pytest.fixture
-def on_hopper(monkeypatch):
-  from pallas_flash import _dispatch
-  from pallas_flash.mosaic import forward as mosaic_forward
-  monkeypatch.setattr(_dispatch, "on_gpu", lambda: True)
-  monkeypatch.setattr(_dispatch, "is_hopper", lambda: True)
-  monkeypatch.setattr(mosaic_forward, "check_supported", lambda *a: None)
-  monkeypatch.setattr(mosaic_forward, "_num_sms", lambda: 132)
+def on_hopper():
+  from tools import mosaic_modules
+  with mosaic_modules.as_on_hopper():  # (lowered, never compiled)
+    yield
 
 
 @pytest.mark.parametrize("case", SHARDED, ids=str)
