@@ -1778,6 +1778,77 @@ def test_equal_kernels_are_lowered_once_per_process(monkeypatch):
   assert cached == fresh and [k for k, _ in fresh] == ["dkdv", "fwd"]
 
 
+def test_disk_key_describes_functions_by_content():
+  """``lowering_cache.disk_key`` tells apart two inline bodies that differ
+  only in a value their closures hold (as the dropout threshold in the PTX
+  of ``score_tiles._keep_select``), matches equal ones, and gives no key
+  for an argument it cannot describe by content."""
+  from pallas_flash.mosaic import lowering_cache
+
+  def body_with(t):
+    return lambda x: x + t
+
+  def key(*params):
+    return lowering_cache.disk_key(None, None, jax.make_jaxpr(
+        lambda x: x)(1.0).jaxpr, (), (), params)
+
+  assert key(body_with(3)) == key(body_with(3))
+  assert key(body_with(3)) != key(body_with(4))
+  assert key(body_with(3)) != key(lambda x: x + 3)  # (another function)
+  assert key(np.int32(1)) != key(np.int64(1))
+  assert key(object()) is None
+
+
+def _lower_in_process(folder, *env):
+  """Lowers a d64 causal fwd+bwd for sm90 in a fresh Python with the disk
+  tier in ``folder``; -> (the fresh lowerings, [(kernel, kernel_hash)])."""
+  import json
+  import os
+  import subprocess
+  import sys
+  script = (
+      "import json, jax, jax.numpy as jnp\n"
+      "from jax._src.pallas.mosaic_gpu import lowering\n"
+      "from tools import first_call\n"
+      "from pallas_flash import flash_attention\n"
+      "n, lower = [], lowering.lower_jaxpr_to_module\n"
+      "lowering.lower_jaxpr_to_module = lambda *a, **k: n.append(1) or "
+      "lower(*a, **k)\n"
+      "x = jax.ShapeDtypeStruct((1, 256, 2, 64), jnp.bfloat16)\n"
+      "f = lambda q, k, v, do: jax.vjp(lambda *a: flash_attention(\n"
+      "    *a, is_causal=True), q, k, v)[1](do)\n"
+      "ks = first_call.kernel_list(first_call.lowered_for_hopper(\n"
+      "    f, x, x, x, x)[2])\n"
+      "print(json.dumps([len(n), sorted((k['name'], k['hash']) "
+      "for k in ks)]))\n")
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  out = subprocess.run(
+      [sys.executable, "-c", script], cwd=root, check=True,
+      capture_output=True, text=True,
+      env={**os.environ, "PYTHONPATH": root, "JAX_PLATFORMS": "cpu",
+           "PALLAS_FLASH_MODULE_CACHE": str(folder), **dict(env)})
+  fresh, kernels = json.loads(out.stdout.strip().splitlines()[-1])
+  return fresh, [tuple(k) for k in kernels]
+
+
+def test_modules_read_back_in_a_later_process(tmp_path):
+  """The disk tier (``lowering_cache``): a second process (another hash
+  seed) lowers nothing and gets the modules, and so the ``kernel_hash``es,
+  of the first; with the tier off, or over damaged files, a process lowers
+  afresh, to the same hashes."""
+  first = _lower_in_process(tmp_path, ("PYTHONHASHSEED", "1"))
+  second = _lower_in_process(tmp_path, ("PYTHONHASHSEED", "2"))
+  off = _lower_in_process("0")
+  assert first[0] == 2 and second[0] == 0 and off[0] == 2
+  assert first[1] == second[1] == off[1]
+  assert [k for k, _ in first[1]] == ["dkdv", "fwd"]
+  files = list(tmp_path.iterdir())
+  assert len(files) == 2
+  files[0].write_bytes(files[0].read_bytes()[:-100])  # a cut-off module
+  files[1].write_bytes(b"not a module")
+  assert _lower_in_process(tmp_path) == first
+
+
 def test_kernels_compiled_ahead_are_the_programs_kernels(monkeypatch):
   """``mosaic/compile_ahead.py`` hands each distinct kernel of a program to
   a compile worker once, as a one-op program whose custom call carries the
