@@ -11,9 +11,11 @@ tiny shape, with the cache in CACHE_DIR ("none": no cache), and prints one
 RESULT line with a checksum of the loss and gradients (equal checksums: the
 cached executable computes the same bits).  Run it twice with the same
 CACHE_DIR: the first process compiles and writes the cache, the second reads
-it.  benchmarks/results/h200_2026-11-29_first_call_cache/README.md has the
-commands of the record (one H200: each cell without a cache, then writing
-and reading one).  (The 2026-11-28 record ran an earlier form of this
+it; with a CACHE_DIR the disk tier of ``mosaic/lowering_cache.py`` is on too
+(its modules in CACHE_DIR/pallas_flash_modules; ``PALLAS_FLASH_MODULE_CACHE=0``
+leaves JAX's cache alone).  benchmarks/results/h200_2026-12-01_restart_cache/
+has the commands of the standing record (one H200: per cell ours writing,
+reading, reading with JAX's cache alone, then tokamax writing and reading).  (The 2026-11-28 record ran an earlier form of this
 script that closed over the cotangent, a 64 MiB constant in each program.)
 
   python3 tools/cache_probe.py CELL CACHE_DIR|none [IMPL]   # CELL: d64_4k_C
