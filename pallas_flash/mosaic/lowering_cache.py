@@ -31,7 +31,8 @@ as from a fresh lowering (tests compare them); a module read from disk keeps
 the source locations of the process that wrote it (debug info only).
 
 The disk key (``disk_key``) is a sha256 of everything the module is a
-function of: this package's source files, the JAX and jaxlib versions, the
+function of: the source files of this package and of JAX's Pallas Mosaic GPU
+lowering and Mosaic GPU, the JAX and jaxlib versions, the
 GPU architecture Mosaic GPU lowers for, and the lowering's arguments -- the
 kernel jaxpr walked equation by equation, every parameter included, and
 every Python function in it (the inline-PTX bodies) by its code, defaults
@@ -263,13 +264,23 @@ def _jaxpr_fingerprint(j, out: list, depth: int) -> None:
 
 
 @functools.cache
-def _source_digest() -> str:
-  """sha256 of this package's Python files (their paths and contents)."""
-  root = pathlib.Path(__file__).resolve().parents[1]
+def _source_digest() -> str | None:
+  """sha256 of the Python files the modules are lowered by (paths and
+  contents): this package's, and JAX's Pallas Mosaic GPU lowering and
+  Mosaic GPU's (so an edited JAX of one version number keys apart); None
+  where they cannot be read (a zipped install): then no disk tier."""
+  from jax._src.pallas import mosaic_gpu as pallas_mgpu
+  from jax.experimental.mosaic import gpu as mgpu
   h = hashlib.sha256()
-  for path in sorted(root.rglob("*.py")):
-    h.update(str(path.relative_to(root)).encode() + b"\0")
-    h.update(path.read_bytes() + b"\0")
+  for package in (pathlib.Path(__file__).resolve().parents[1],
+                  pathlib.Path(pallas_mgpu.__file__).resolve().parent,
+                  pathlib.Path(mgpu.__file__).resolve().parent):
+    paths = sorted(package.rglob("*.py"))
+    if not paths:
+      return None
+    for path in paths:
+      h.update(str(path.relative_to(package.parent)).encode() + b"\0")
+      h.update(path.read_bytes() + b"\0")
   return h.hexdigest()
 
 
@@ -283,9 +294,12 @@ def disk_key(mesh, jax_mesh, jaxpr, in_shapes, out_shapes, params):
   """The disk tier's key of one lowering (hex), or None where an argument
   cannot be described by its content."""
   out: list = [_FORMAT.decode(), f"jax {jax.__version__};",
-               f"jaxlib {jaxlib.__version__};", f"src {_source_digest()};"]
+               f"jaxlib {jaxlib.__version__};"]
   try:
-    out.append(f"arch {_arch()};")
+    digest = _source_digest()
+    if digest is None:
+      return None
+    out.append(f"src {digest}; arch {_arch()};")
     _fingerprint((mesh, jax_mesh, jaxpr, tuple(in_shapes), tuple(out_shapes),
                   params), out)
   except Exception:  # _Uncacheable, or a JAX without what this reads
