@@ -41,8 +41,8 @@ describe by content (an object whose printed form carries an address, a
 type not listed in ``_fingerprint``) leaves that kernel out of the disk tier,
 so a key never stands for two different modules: it is never guessed.
 The key was checked to be the same in two processes (different hash seeds)
-for every kernel ``tools.mosaic_modules --wide`` lowers (148 kernels, 146
-distinct modules, 146 distinct keys).
+for every kernel ``tools.mosaic_modules --wide`` and ``--issue12`` lower
+(183 kernels: 181 distinct modules, 181 distinct keys, one to one).
 
 Neither tier runs while Mosaic GPU's debug dumps are on (their files are
 named per lowering).  ``PALLAS_FLASH_LOWERING_CACHE=0`` in the environment at
@@ -207,7 +207,7 @@ def _aval(a) -> str:
 
 def _code_fingerprint(code, out: list) -> None:
   out.append(f"code:{code.co_name}:{code.co_argcount}:{code.co_flags}:"
-             f"{code.co_names!r}:")
+             f"{code.co_names!r}:{len(code.co_code)}:")
   out.append(code.co_code)
   for c in code.co_consts:
     if isinstance(c, types.CodeType):
@@ -299,7 +299,8 @@ def disk_key(mesh, jax_mesh, jaxpr, in_shapes, out_shapes, params):
     digest = _source_digest()
     if digest is None:
       return None
-    out.append(f"src {digest}; arch {_arch()};")
+    out.append(f"src {digest}; arch {_arch()}; "
+               f"name {getattr(jaxpr.debug_info, 'func_name', '')!r};")
     _fingerprint((mesh, jax_mesh, jaxpr, tuple(in_shapes), tuple(out_shapes),
                   params), out)
   except Exception:  # _Uncacheable, or a JAX without what this reads
