@@ -1799,9 +1799,10 @@ def test_disk_key_describes_functions_by_content():
   assert key(object()) is None
 
 
-def _lower_in_process(folder, *env):
-  """Lowers a d64 causal fwd+bwd for sm90 in a fresh Python with the disk
-  tier in ``folder``; -> (the fresh lowerings, [(kernel, kernel_hash)])."""
+def _lower_in_processes(folder, *envs):
+  """Lowers a d64 causal fwd+bwd for sm90 in fresh Pythons, one per dict of
+  ``envs``, all at once, with the disk tier in ``folder``; -> per process
+  (the fresh lowerings, [(kernel, kernel_hash)])."""
   import json
   import os
   import subprocess
@@ -1822,31 +1823,41 @@ def _lower_in_process(folder, *env):
       "print(json.dumps([len(n), sorted((k['name'], k['hash']) "
       "for k in ks)]))\n")
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  out = subprocess.run(
-      [sys.executable, "-c", script], cwd=root, check=True,
-      capture_output=True, text=True,
+  procs = [subprocess.Popen(
+      [sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True,
       env={**os.environ, "PYTHONPATH": root, "JAX_PLATFORMS": "cpu",
-           "PALLAS_FLASH_MODULE_CACHE": str(folder), **dict(env)})
-  fresh, kernels = json.loads(out.stdout.strip().splitlines()[-1])
-  return fresh, [tuple(k) for k in kernels]
+           "PALLAS_FLASH_MODULE_CACHE": str(folder), **env})
+      for env in envs or ({},)]
+  results = []
+  for proc in procs:
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err[-2000:]
+    fresh, kernels = json.loads(out.strip().splitlines()[-1])
+    results.append((fresh, [tuple(k) for k in kernels]))
+  return results
 
 
 def test_modules_read_back_in_a_later_process(tmp_path):
-  """The disk tier (``lowering_cache``): a second process (another hash
-  seed) lowers nothing and gets the modules, and so the ``kernel_hash``es,
-  of the first; with the tier off, or over damaged files, a process lowers
-  afresh, to the same hashes."""
-  first = _lower_in_process(tmp_path, ("PYTHONHASHSEED", "1"))
-  second = _lower_in_process(tmp_path, ("PYTHONHASHSEED", "2"))
-  off = _lower_in_process("0")
-  assert first[0] == 2 and second[0] == 0 and off[0] == 2
-  assert first[1] == second[1] == off[1]
-  assert [k for k, _ in first[1]] == ["dkdv", "fwd"]
-  files = list(tmp_path.iterdir())
-  assert len(files) == 2
+  """The disk tier (``lowering_cache``): three processes lowering at once
+  (different hash seeds) write the same two files; a later process lowers
+  nothing and gets their modules, and so their ``kernel_hash``es; with the
+  tier off, or over damaged files, a process lowers afresh, to the same
+  hashes."""
+  writers = _lower_in_processes(
+      tmp_path, *({"PYTHONHASHSEED": str(i)} for i in range(3)))
+  (reader,) = _lower_in_processes(tmp_path, {"PYTHONHASHSEED": "7"})
+  (off,) = _lower_in_processes("0")
+  assert [w[0] for w in writers] == [2, 2, 2] and reader[0] == 0
+  assert off[0] == 2
+  assert all(w[1] == reader[1] == off[1] for w in writers)
+  assert [k for k, _ in off[1]] == ["dkdv", "fwd"]
+  files = sorted(tmp_path.iterdir())
+  assert len(files) == 2  # (no temporary file left behind)
   files[0].write_bytes(files[0].read_bytes()[:-100])  # a cut-off module
   files[1].write_bytes(b"not a module")
-  assert _lower_in_process(tmp_path) == first
+  assert _lower_in_processes(tmp_path) == [off]
+  assert _lower_in_processes(tmp_path)[0][0] == 0  # rewritten
 
 
 def test_kernels_compiled_ahead_are_the_programs_kernels(monkeypatch):
