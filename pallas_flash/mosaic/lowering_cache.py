@@ -23,7 +23,8 @@ kernels only (``pallas_flash_`` names):
   equal kernel reads the module back instead (JAX's cache then holds the
   compiled program too; with both, a restart's first call skips lowering and
   compiling).  ``PALLAS_FLASH_MODULE_CACHE=DIR`` picks another folder, ``=0``
-  turns this tier off.
+  turns this tier off.  Nothing evicts the files (a few hundred KB a kernel;
+  JAX's ``jax_compilation_cache_max_size`` counts only its own).
 
 The bytes returned are those the first lowering produced (before the custom
 call's serialization pass), so XLA sees the same module and ``kernel_hash``
