@@ -1840,16 +1840,17 @@ def _lower_in_processes(folder, *envs):
 
 def test_modules_read_back_in_a_later_process(tmp_path):
   """The disk tier (``lowering_cache``): three processes lowering at once
-  (different hash seeds) write the same two files; a later process lowers
-  nothing and gets their modules, and so their ``kernel_hash``es; with the
-  tier off, or over damaged files, a process lowers afresh, to the same
-  hashes."""
+  (different hash seeds) write the same two files (each lowers what it
+  does not find written yet); a later process lowers nothing and gets their
+  modules, and so their ``kernel_hash``es; with the tier off, or over
+  damaged files, a process lowers afresh, to the same hashes."""
   writers = _lower_in_processes(
       tmp_path, *({"PYTHONHASHSEED": str(i)} for i in range(3)))
   (reader,) = _lower_in_processes(tmp_path, {"PYTHONHASHSEED": "7"})
   (off,) = _lower_in_processes("0")
-  assert [w[0] for w in writers] == [2, 2, 2] and reader[0] == 0
-  assert off[0] == 2
+  assert all(0 <= w[0] <= 2 for w in writers)
+  assert sum(w[0] for w in writers) >= 2  # (each kernel lowered somewhere)
+  assert reader[0] == 0 and off[0] == 2
   assert all(w[1] == reader[1] == off[1] for w in writers)
   assert [k for k, _ in off[1]] == ["dkdv", "fwd"]
   files = sorted(tmp_path.iterdir())
