@@ -33,15 +33,16 @@ the source locations of the process that wrote it (debug info only).
 
 The disk key (``disk_key``) is a sha256 of everything the module is a
 function of: the source files of this package and of JAX's Pallas Mosaic GPU
-lowering and Mosaic GPU, the JAX and jaxlib versions, the
-GPU architecture Mosaic GPU lowers for, and the lowering's arguments -- the
-kernel jaxpr walked equation by equation, every parameter included, and
-every Python function in it (the inline-PTX bodies) by its code, defaults
-and the values its closure holds, recursively.  A value the key cannot
-describe by content (an object whose printed form carries an address, a
-type not listed in ``_fingerprint``) leaves that kernel out of the disk tier,
-so a key never stands for two different modules: it is never guessed.
-The key was checked to be the same in two processes (different hash seeds)
+lowering and Mosaic GPU, the JAX and jaxlib versions, the GPU architecture
+Mosaic GPU lowers for, and the lowering's arguments -- the kernel jaxpr
+walked equation by equation, every parameter included, and every Python
+function in it (the inline-PTX bodies) by its code, defaults and the values
+its closure holds, recursively.  A value the key cannot describe by content
+(an object whose printed form carries an address, a type not listed in
+``_fingerprint``) leaves that kernel out of the disk tier: the key is never
+a guess from names.  Assumed, not checked: that the globals those functions
+read are what the digested sources define (a helper monkeypatched while a
+kernel lowers would not change its key).  The key was checked to be the same in two processes (different hash seeds)
 for every kernel ``tools.mosaic_modules --wide`` and ``--issue12`` lower
 (183 kernels: 181 distinct modules, 181 distinct keys, one to one).
 
