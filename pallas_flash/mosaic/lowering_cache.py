@@ -44,7 +44,8 @@ a guess from names.  Assumed, not checked: that the globals those functions
 read are what the digested sources define (a helper monkeypatched while a
 kernel lowers would not change its key).  The key was checked to be the same in two processes (different hash seeds)
 for every kernel ``tools.mosaic_modules --wide`` and ``--issue12`` lower
-(183 kernels: 181 distinct modules, 181 distinct keys, one to one).
+(183 kernels: 181 distinct modules, 181 distinct keys, one to one), on
+JAX 0.11.2 and 0.12.0.1.
 
 Neither tier runs while Mosaic GPU's debug dumps are on (their files are
 named per lowering).  ``PALLAS_FLASH_LOWERING_CACHE=0`` in the environment at
@@ -115,6 +116,12 @@ def _by_repr_types() -> tuple[type, ...]:
           named_sharding.NamedSharding)
 
 
+# (JAX 0.12 has no ClosedJaxpr: a Jaxpr carries its consts)
+_JAXPR_TYPES = tuple(t for t in (getattr(jax_core, "Jaxpr", None),
+                                 getattr(jax_core, "ClosedJaxpr", None))
+                     if t is not None)
+
+
 def _fingerprint(x, out: list, depth: int = 0) -> None:
   """Appends a description of ``x`` by content to ``out`` (strings and
   bytes), or raises _Uncacheable."""
@@ -144,12 +151,14 @@ def _fingerprint(x, out: list, depth: int = 0) -> None:
       rec(k)
       rec(x[k])
     put(")")
-  elif isinstance(x, (jax_core.Jaxpr, jax_core.ClosedJaxpr)):
+  elif isinstance(x, _JAXPR_TYPES):
     _jaxpr_fingerprint(x, out, depth + 1)
   elif isinstance(x, jax_core.Tracer):
     # a closure's dead tracer of the kernel trace: a body can read only its
     # type at lowering (its value is the lowering's operand)
     put(f"tracer:{_aval(x.aval)};")
+  elif isinstance(x, jax.Array):  # a concrete constant
+    rec(np.asarray(x))
   elif isinstance(x, jax_core.AbstractValue):
     put(f"aval:{_aval(x)};")
   elif dataclasses.is_dataclass(x):
@@ -231,9 +240,10 @@ def _effect(e) -> str:
 
 
 def _jaxpr_fingerprint(j, out: list, depth: int) -> None:
-  if isinstance(j, jax_core.ClosedJaxpr):
-    _fingerprint(list(j.consts), out, depth + 1)
-    j = j.jaxpr
+  consts = getattr(j, "consts", None)
+  if consts is not None:
+    _fingerprint(list(consts), out, depth + 1)
+  j = getattr(j, "jaxpr", j)  # (a ClosedJaxpr's Jaxpr; a Jaxpr is its own)
   ids: dict = {}
 
   def var(v):
