@@ -15,8 +15,9 @@ it; with a CACHE_DIR the disk tier of ``mosaic/lowering_cache.py`` is on too
 (its modules in CACHE_DIR/pallas_flash_modules; ``PALLAS_FLASH_MODULE_CACHE=0``
 leaves JAX's cache alone).  benchmarks/results/h200_2026-12-01_restart_cache/
 has the commands of the standing record (one H200: per cell ours writing,
-reading, reading with JAX's cache alone, then tokamax writing and reading).  (The 2026-11-28 record ran an earlier form of this
-script that closed over the cotangent, a 64 MiB constant in each program.)
+reading, reading with JAX's cache alone, then tokamax writing and reading).
+(The 2026-11-28 record ran an earlier form of this script that closed over
+the cotangent, a 64 MiB constant in each program.)
 
   python3 tools/cache_probe.py CELL CACHE_DIR|none [IMPL]   # CELL: d64_4k_C
 """

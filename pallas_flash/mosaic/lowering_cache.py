@@ -42,10 +42,10 @@ its closure holds, recursively.  A value the key cannot describe by content
 ``_fingerprint``) leaves that kernel out of the disk tier: the key is never
 a guess from names.  Assumed, not checked: that the globals those functions
 read are what the digested sources define (a helper monkeypatched while a
-kernel lowers would not change its key).  The key was checked to be the same in two processes (different hash seeds)
-for every kernel ``tools.mosaic_modules --wide`` and ``--issue12`` lower
-(183 kernels: 181 distinct modules, 181 distinct keys, one to one), on
-JAX 0.11.2 and 0.12.0.1.
+kernel lowers would not change its key).  The key was checked to be the same
+in two processes (different hash seeds) for every kernel
+``tools.mosaic_modules --wide`` and ``--issue12`` lower (183 kernels: 181
+distinct modules, 181 distinct keys, one to one), on JAX 0.11.2 and 0.12.0.1.
 
 Neither tier runs while Mosaic GPU's debug dumps are on (their files are
 named per lowering).  ``PALLAS_FLASH_LOWERING_CACHE=0`` in the environment at
@@ -107,6 +107,7 @@ def _repr_without_address(x) -> str:
   return r
 
 
+@functools.cache
 def _by_repr_types() -> tuple[type, ...]:
   """Types whose repr is their whole content (checked for addresses)."""
   from jax._src import mesh as mesh_lib
@@ -173,7 +174,7 @@ def _fingerprint(x, out: list, depth: int = 0) -> None:
       put(repr(np.asarray(x.device_ids).tolist()))
   elif type(x).__name__ == "PyTreeDef":
     put(f"treedef:{_repr_without_address(x)};")
-  elif _is_flat_tree(x):
+  elif isinstance(x, _flat_tree_types()):
     put(f"flattree:{type(x).__qualname__}:{_repr_without_address(x)};")
   elif isinstance(x, functools.partial):
     put("partial(")
@@ -203,12 +204,13 @@ def _fingerprint(x, out: list, depth: int = 0) -> None:
     raise _Uncacheable(f"{type(x).__module__}.{type(x).__qualname__}")
 
 
-def _is_flat_tree(x) -> bool:
+@functools.cache
+def _flat_tree_types() -> tuple[type, ...]:
   try:
     from jax._src import flattree
   except ImportError:
-    return False
-  return isinstance(x, flattree.FlatTree)
+    return ()
+  return (flattree.FlatTree,)
 
 
 def _aval(a) -> str:
