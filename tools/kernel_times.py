@@ -15,9 +15,13 @@ kernels' spans.
 
   PYTHONPATH=$PWD python3 -m tools.kernel_times --cell d64-4k-C
       --variant fwd.persistent=False --only "ours,ours[fwd.persistent=False]"
-      [--alibi] [--dropout 0.1] [--rounds 5] [--calls 20] [--forward]
+      [--alibi] [--dropout 0.1] [--bias] [--rounds 5] [--calls 20] [--forward]
   PYTHONPATH=$PWD python3 -m tools.kernel_times --cell d128-4k-C --dtype fp8
       [--variant consumers=2]   (forward: ours, its variants, cudnn-fp8)
+
+``--bias`` gives the rows that ``bwd_bench.takes_bias`` names (``ours
+bias``, ``cudnn bias``, the variants) bwd_bench's ``[1, N, T, S]`` bf16 bias
+(normal x 0.5) as an argument, differentiated (dbias).
 
 ``--dtype fp8`` times the forward on float8_e4m3fn inputs with
 ``mosaic_bench --dtype fp8``'s rows (``mosaic_bench.fp8_calls``, per-tensor
@@ -156,11 +160,15 @@ def bf16_rows(h, causal, t, n, q, k, v, variants, args) -> dict:
   ``--forward``; ``cudnn det`` with bwd_bench's deterministic options."""
   do = jax.random.normal(jax.random.key(99), q.shape, q.dtype)
   impls = bwd_bench.cell_impls(h, t, causal, variants, n, args.alibi,
-                               args.dropout)
+                               args.dropout, args.bias)
+  bias = (0.5 * jax.random.normal(jax.random.key(98), (1, n, t, t),
+                                  q.dtype),) if args.bias else ()
   rows = {}
   for name in bwd_bench.parse_only(args.only):
-    f, a = ((jax.jit(impls[name]), (q, k, v)) if args.forward else
-            (bwd_bench.fwd_bwd(impls[name]), (q, k, v, do)))
+    inputs = (q, k, v, *bias) if bwd_bench.takes_bias(name, args.bias) else (
+        q, k, v)
+    f, a = ((jax.jit(impls[name]), inputs) if args.forward else
+            (bwd_bench.fwd_bwd(impls[name]), (*inputs, do)))
     # cudnn det: compiled deterministic, as in bwd_bench
     rows[name] = (f.lower(*a).compile(bwd_bench.COMPILE_OPTIONS.get(name)), a)
   return rows
@@ -190,6 +198,8 @@ def main():
                   help="rows, as bwd_bench's --only")
   ap.add_argument("--alibi", action="store_true")
   ap.add_argument("--dropout", type=float, default=0.0)
+  ap.add_argument("--bias", action="store_true",
+                  help="a [1, N, T, S] bias with dbias for the bias rows")
   ap.add_argument("--rounds", type=int, default=5)
   ap.add_argument("--calls", type=int, default=20)
   ap.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16",
