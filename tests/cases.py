@@ -111,8 +111,8 @@ def cpu_env(devices: int) -> dict:
   return env
 
 
-def rel_err(x, ref, least: float = 1e-6):
-  """max|x - ref| / max(max|ref|, least), in float32."""
+def rel_err(x, ref, least: float = 0.0):
+  """max|x - ref| / max(max|ref|, least, 1e-6), in float32."""
   x, ref = np.asarray(x, np.float32), np.asarray(ref, np.float32)
   return float(np.max(np.abs(x - ref)) / max(np.max(np.abs(ref)), least,
                                               1e-6))
