@@ -211,12 +211,17 @@ def reference(name: str, dropout: float = 0.0, bias: bool = False,
   return "cudnn"
 
 
+def bias_input(n, t):
+  """``--bias``'s [1, N, T, T] bf16 bias, normal x 0.5."""
+  return 0.5 * jax.random.normal(jax.random.key(98), (1, n, t, t),
+                                 jnp.bfloat16)
+
+
 def bench_cell(h, t, causal, variants, reps, min_ms, alibi=False, only=(),
                dropout=0.0, bias=False):
   b, n, (q, k, v), flops = cell_inputs(h, t, causal)
   do = jax.random.normal(jax.random.key(99), q.shape, jnp.bfloat16)
-  bias_arr = 0.5 * jax.random.normal(jax.random.key(98), (1, n, t, t),
-                                     jnp.bfloat16) if bias else None
+  bias_arr = bias_input(n, t) if bias else None
   impls = {name: f for name, f in cell_impls(h, t, causal, variants, n, alibi,
                                              dropout, bias).items()
            if not only or name in only}

@@ -143,6 +143,20 @@ def _jitted(fn, kw, key):
   return lambda *args: run(arrays, *args)
 
 
+def bias_of(case: Workload, pattern: str, seed: int = 11,
+            scale: float = 1.0):
+  """A normal x ``scale`` additive bias in the case's dtype, broadcast as
+  ``pattern`` names: "heads" [1, N, T, S], "plane" [1, 1, T, S], "full"
+  [B, N, T, S], "batch_plane" [B, 1, T, S], "keys" [B, 1, 1, S], "queries"
+  [B, N, T, 1], "3d" [N, T, S]."""
+  b, n, t, s = case.batch, case.heads, case.seqlen, case.kv_len
+  shape = {"heads": (1, n, t, s), "plane": (1, 1, t, s), "keys": (b, 1, 1, s),
+           "full": (b, n, t, s), "3d": (n, t, s), "queries": (b, n, t, 1),
+           "batch_plane": (b, 1, t, s)}[pattern]
+  return (scale * jax.random.normal(jax.random.key(seed), shape,
+                                    jnp.float32)).astype(case.dtype)
+
+
 def check_forward(case: Workload, impl: str, seed: int = 0):
   """``flash_attention(implementation=impl)`` against the float32 XLA path:
   shapes, dtypes, finiteness, output and LSE within ``TOL``."""
@@ -192,7 +206,8 @@ def check_gradients(case: Workload, impl: str, seed: int = 0, extra=None,
   tol = TOL[case.dtype]
   assert out.dtype == q.dtype and rel_err(out, ref) <= tol["out"], (
       case.name, rel_err(out, ref))
-  least = floor * max(float(jnp.max(jnp.abs(r))) for r in ref_grads)
+  least = floor * max(np.max(np.abs(np.asarray(r, np.float32)))
+                      for r in ref_grads) if floor else 0.0
   for name, g, r, x in zip(("dq", "dk", "dv", "dbias"), grads, ref_grads,
                            args):
     assert g.dtype == x.dtype and g.shape == x.shape, name

@@ -15,16 +15,10 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import pallas_flash as pf
 from pallas_flash import masks
-from cases import TOL, Case, bias_grad_calls, check_gradients, rel_err
+from cases import (TOL, Case, bias_grad_calls, bias_of as _bias,
+                   check_gradients, rel_err)
 
 IMPL = "triton"
-
-
-def _bias(case: Case, pattern: str, seed: int = 11):
-  b, n, t, s = case.batch, case.heads, case.seqlen, case.kv_len
-  shape = {"heads": (1, n, t, s), "keys": (b, 1, 1, s), "full": (b, n, t, s),
-           "3d": (n, t, s), "queries": (b, n, t, 1), "batch_plane": (b, 1, t, s)}[pattern]
-  return jax.random.normal(jax.random.key(seed), shape, jnp.float32).astype(case.dtype)
 
 
 def _check_vjp(case: Case, kw, bias=None, impl=IMPL, seed=0):

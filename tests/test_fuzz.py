@@ -24,7 +24,7 @@ import random
 import jax
 import pytest
 
-from cases import Case, check_gradients
+from cases import Case, bias_of, check_gradients
 from test_fp8 import check_fp8
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
@@ -79,14 +79,14 @@ def draw(i: int):
       o["dropout"] = rng.choice([0.1, 0.3])
     if p(0.1):
       o["deterministic"] = False
-  bias = rng.choice(["1NTS", "B1TS", "BNTS", "11TS"]) if (
-      fp8 is None and p(0.15)) else None
+  bias = rng.choice(["heads", "batch_plane", "full", "plane"]) if (
+      fp8 is None and p(0.15)) else None  # (``cases.bias_of``'s patterns)
   if fp8 is not None:
     o["dtype"] = "float8_e4m3fn"
   flags = [k for k in ("causal", "bottom_right", "segments", "alibi")
            if o.get(k)] + [f"{k}={o[k]}" for k in (
                "window", "soft_cap", "dense_mask", "dropout") if k in o]
-  flags += ["lengths"] * ("q_lengths" in o) + [f"bias{bias}"] * bool(bias)
+  flags += ["lengths"] * ("q_lengths" in o) + [f"bias={bias}"] * bool(bias)
   flags += ["nondeterministic"] * ("deterministic" in o)
   flags += [f"descale{fp8 or '1'}"] * (fp8 is not None)
   name = (f"c{i:03d} {o['dtype']} d{h} B{b} T{t} S{s} N{n}/{o['k']} "
@@ -100,11 +100,5 @@ def test_random_call_matches_reference(i):
   if fp8 is not None:
     check_fp8(case, None, shape=fp8, seed=i)
     return
-  b, n, t, s = case.batch, case.heads, case.seqlen, case.kv_len
-  arg = None
-  if bias is not None:
-    shape = {"1NTS": (1, n, t, s), "B1TS": (b, 1, t, s),
-             "BNTS": (b, n, t, s), "11TS": (1, 1, t, s)}[bias]
-    arg = (0.5 * jax.random.normal(jax.random.key(i), shape)).astype(
-        case.dtype)
+  arg = None if bias is None else bias_of(case, bias, seed=i, scale=0.5)
   check_gradients(case, None, seed=i, bias=arg, floor=FLOOR)

@@ -20,8 +20,8 @@ kernels' spans.
       [--variant consumers=2]   (forward: ours, its variants, cudnn-fp8)
 
 ``--bias`` gives the rows that ``bwd_bench.takes_bias`` names (``ours
-bias``, ``cudnn bias``, the variants) bwd_bench's ``[1, N, T, S]`` bf16 bias
-(normal x 0.5) as an argument, differentiated (dbias).
+bias``, ``cudnn bias``, the variants) ``bwd_bench.bias_input`` as an
+argument, differentiated (dbias).
 
 ``--dtype fp8`` times the forward on float8_e4m3fn inputs with
 ``mosaic_bench --dtype fp8``'s rows (``mosaic_bench.fp8_calls``, per-tensor
@@ -161,8 +161,7 @@ def bf16_rows(h, causal, t, n, q, k, v, variants, args) -> dict:
   do = jax.random.normal(jax.random.key(99), q.shape, q.dtype)
   impls = bwd_bench.cell_impls(h, t, causal, variants, n, args.alibi,
                                args.dropout, args.bias)
-  bias = (0.5 * jax.random.normal(jax.random.key(98), (1, n, t, t),
-                                  q.dtype),) if args.bias else ()
+  bias = (bwd_bench.bias_input(n, t),) if args.bias else ()
   rows = {}
   for name in bwd_bench.parse_only(args.only):
     inputs = (q, k, v, *bias) if bwd_bench.takes_bias(name, args.bias) else (
